@@ -1,0 +1,70 @@
+"""Registry of data sets: each entry turns its raw source into the uniform form.
+
+An entry is a :class:`DatasetSource`: a name, a description, and a ``prepare``
+callable that writes :mod:`pflrepro.data.store`'s form into a directory. Sources
+that download take an ordered list of mirrors (http(s) URLs, ``file://`` URLs or
+local directories) and a raw-download directory. The config schema's list of data
+sets comes from :data:`DATASETS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pflrepro.data.store import DatasetMeta, write_dataset
+
+PrepareFn = Callable[[Path, Path, Sequence[str]], DatasetMeta]
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """One selectable data set."""
+
+    name: str
+    description: str
+    prepare: PrepareFn  # (out_dir, raw_dir, mirrors) -> metadata
+    default_mirrors: tuple[str, ...] = ()
+
+
+DATASETS: dict[str, DatasetSource] = {}
+
+
+def register_dataset(source: DatasetSource) -> DatasetSource:
+    """Add ``source`` to the registry (names are unique)."""
+    if source.name in DATASETS:
+        raise ValueError(f"data set {source.name!r} registered twice")
+    DATASETS[source.name] = source
+    return source
+
+
+def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
+                    mirrors: Sequence[str] | None = None) -> DatasetMeta:
+    """Prepare data set ``name`` into ``out_dir`` (raw files cached in ``raw_dir``)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}; known: {sorted(DATASETS)}")
+    source = DATASETS[name]
+    chosen = tuple(mirrors) if mirrors else source.default_mirrors
+    return source.prepare(Path(out_dir), Path(raw_dir), chosen)
+
+
+def _prepare_digits(out_dir: Path, raw_dir: Path, mirrors: Sequence[str]) -> DatasetMeta:
+    """scikit-learn's copy of the UCI optical handwritten digits (1797 images, 8×8, 0..16)."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = bunch.images.astype(np.uint8)[:, None, :, :]  # values 0..16, exact in uint8
+    y = bunch.target.astype(np.int64)
+    return write_dataset(out_dir, x, y, name="digits", num_classes=10, max_value=16,
+                         source="sklearn.datasets.load_digits (UCI optdigits test set)")
+
+
+register_dataset(DatasetSource(
+    name="digits",
+    description="scikit-learn's bundled handwritten digits: 1797 real 8x8 images, 10 classes; "
+                "no download.",
+    prepare=_prepare_digits,
+))

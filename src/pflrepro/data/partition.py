@@ -1,0 +1,206 @@
+"""Partition a labelled data set among federated clients.
+
+A partitioner is a small frozen dataclass whose fields are its parameters. It maps a
+label vector and a seed to a table with one row per (client, sample):
+
+========  =======  ==================================================
+column    dtype    meaning
+========  =======  ==================================================
+client    int32    client id, ``0 .. clients-1`` (every id is used)
+index     int64    row of the prepared data set
+split     string   ``"train"`` or ``"test"``
+group     int32    the client's distribution id (``-1`` when none)
+========  =======  ==================================================
+
+Each sample is used at most once. Subclasses implement :meth:`Partitioner.assign`
+(which samples go to which client); the per-client train/test split is shared and
+happens here. Partitioners register by their ``scheme`` name; the config schema's
+list of schemes comes from :data:`PARTITIONERS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pflrepro.io import atomic_path
+from pflrepro.seeding import numpy_generator
+
+PARTITIONERS: dict[str, type[Partitioner]] = {}
+METADATA_KEY = b"pflrepro.partition"
+
+P = TypeVar("P", bound="type[Partitioner]")
+
+
+def register_partitioner(cls: P) -> P:
+    """Class decorator: make ``cls`` selectable as ``scheme: <cls.scheme>`` in the config."""
+    if cls.scheme in PARTITIONERS:
+        raise ValueError(f"partition scheme {cls.scheme!r} registered twice")
+    PARTITIONERS[cls.scheme] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Which samples each client holds, and each client's distribution id."""
+
+    indices: list[np.ndarray]
+    groups: list[int]
+
+
+@dataclass(frozen=True)
+class Partitioner(ABC):
+    """Base class: ``clients`` clients, each split ``1 - test_fraction`` / ``test_fraction``."""
+
+    scheme: ClassVar[str]
+    #: Field documentation, shown in the config schema (field name -> text).
+    docs: ClassVar[Mapping[str, str]] = {}
+
+    clients: int
+    test_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.clients < 1:
+            raise ValueError(f"{self.scheme}: clients must be >= 1, got {self.clients}")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise ValueError(f"{self.scheme}: test_fraction must lie in (0, 1), "
+                             f"got {self.test_fraction}")
+
+    @abstractmethod
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+        """Return the samples of each client; must use only generators from ``seed``."""
+
+    # ------------------------------------------------------------------ shared
+    @property
+    def id(self) -> str:
+        """Path-safe identifier holding every parameter, e.g. ``label_groups-clients8-groups4``."""
+        parts = [self.scheme]
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            parts.append(f"{f.name}{_fmt(value)}")
+        return "-".join(parts)
+
+    def spec(self) -> dict[str, Any]:
+        """The config mapping that rebuilds this partitioner."""
+        return {"scheme": self.scheme, **dataclasses.asdict(self)}
+
+    def split(self, labels: np.ndarray, num_classes: int, seed: int) -> pd.DataFrame:
+        """Assign samples to clients, then split each client's samples into train/test."""
+        labels = np.asarray(labels)
+        assignment = self.assign(labels, num_classes, seed)
+        if len(assignment.indices) != self.clients or len(assignment.groups) != self.clients:
+            raise AssertionError(f"{self.scheme} produced {len(assignment.indices)} clients, "
+                                 f"expected {self.clients}")
+        frames = []
+        for client, (idx, group) in enumerate(zip(assignment.indices, assignment.groups)):
+            idx = np.asarray(idx, dtype=np.int64)
+            rng = numpy_generator(seed, -1, client, "train_test_split")
+            perm = rng.permutation(len(idx))
+            n_test = test_size(len(idx), self.test_fraction)
+            split = np.full(len(idx), "train", dtype=object)
+            split[perm[:n_test]] = "test"
+            frames.append(pd.DataFrame({
+                "client": np.full(len(idx), client, dtype=np.int32),
+                "index": idx,
+                "split": split,
+                "group": np.full(len(idx), group, dtype=np.int32),
+            }))
+        frame = pd.concat(frames, ignore_index=True)
+        frame["split"] = frame["split"].astype("string")
+        if frame["index"].duplicated().any():
+            raise AssertionError(f"{self.scheme} assigned a sample to two clients")
+        return frame
+
+
+def test_size(n: int, fraction: float) -> int:
+    """Number of test samples of a client with ``n`` samples.
+
+    ``round(n * fraction)``, but at least one test and one train sample whenever
+    ``n >= 2``, so every client can be both trained and evaluated.
+    """
+    if n < 2:
+        return 0
+    return int(min(max(round(n * fraction), 1), n - 1))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "_".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def from_spec(spec: Mapping[str, Any]) -> Partitioner:
+    """Build a partitioner from a config mapping ``{scheme: ..., <fields>}``."""
+    spec = dict(spec)
+    scheme = spec.pop("scheme", None)
+    if scheme not in PARTITIONERS:
+        raise ValueError(f"unknown partition scheme {scheme!r}; known: {sorted(PARTITIONERS)}")
+    cls = PARTITIONERS[scheme]
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(spec) - names
+    if unknown:
+        raise ValueError(f"partition scheme {scheme!r}: unknown key(s) {sorted(unknown)}; "
+                         f"known: {sorted(names)}")
+    return cls(**spec)
+
+
+def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,
+                    dataset: str, seed: int) -> None:
+    """Write a partition table atomically, with its parameters in the file's metadata."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = {"dataset": dataset, "seed": seed, "spec": partitioner.spec(), "id": partitioner.id}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           METADATA_KEY: json.dumps(meta).encode()})
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_partition(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read a partition table and the metadata :func:`write_partition` stored."""
+    table = pq.read_table(path)
+    meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
+    return table.to_pandas(), meta
+
+
+def schema_properties(cls: type[Partitioner]) -> dict[str, Any]:
+    """JSON-schema ``properties`` for one scheme, built from its dataclass fields."""
+    props: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        props[f.name] = {**_json_type(f.type), "description": _field_doc(cls, f.name)}
+    return props
+
+
+_BASE_DOCS = {
+    "clients": "Number of clients (every id 0..clients-1 gets data).",
+    "test_fraction": "Share of each client's samples held out as its test set.",
+}
+
+
+def _field_doc(cls: type[Partitioner], name: str) -> str:
+    return cls.docs.get(name) or _BASE_DOCS.get(name) or name
+
+
+def _json_type(annotation: Any) -> dict[str, Any]:
+    text = str(annotation)
+    if text in ("int", "<class 'int'>"):
+        return {"type": "integer"}
+    if text in ("float", "<class 'float'>"):
+        return {"type": "number"}
+    if text in ("bool", "<class 'bool'>"):
+        return {"type": "boolean"}
+    if text in ("str", "<class 'str'>"):
+        return {"type": "string"}
+    return {}
+
+
