@@ -68,3 +68,5 @@ register_dataset(DatasetSource(
                 "no download.",
     prepare=_prepare_digits,
 ))
+
+from pflrepro.data import catalog  # noqa: E402,F401  (registers the real data sets)

@@ -99,8 +99,13 @@ def write_dataset(
 
 
 def load_dataset(directory: str | Path, *, verify: bool = False) -> ArrayDataset:
-    """Open a prepared data set memory-mapped; ``verify`` re-checks both SHA-256 sums."""
+    """Open a prepared data set memory-mapped; ``verify`` re-checks both SHA-256 sums.
+
+    ``directory`` may also be the data set's ``meta.json`` (what the workflow passes).
+    """
     directory = Path(directory)
+    if directory.name == "meta.json":
+        directory = directory.parent
     meta_path = directory / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} not found: prepare the data set first")

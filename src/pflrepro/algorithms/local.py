@@ -1,0 +1,40 @@
+"""Local training: every client trains its own model on its own data, alone.
+
+The no-collaboration baseline of every paper here (called "Local" in FedeRiCo,
+"Separate" in FedAMP). A personalised method that does not beat it has gained
+nothing from federation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+
+
+@register_algorithm
+class Local(Algorithm):
+    """Each client runs its local steps every round; nothing is communicated."""
+
+    name = "local"
+    summary = "Local training only, no collaboration (FedeRiCo 'Local', FedAMP 'Separate')."
+
+    def init(self) -> State:
+        """Each client initialises its own model and optimiser."""
+        return self.engine.client_init()
+
+    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+        """Each client trains on its own data."""
+        e = self.engine
+        losses = np.full(e.num_clients, np.nan)
+        for k in range(e.num_clients):
+            params, opt, losses[k] = e.local_train(e.take(state["params"], k),
+                                                   e.take(state["opt"], k), k, rnd)
+            e.put(state["params"], k, params)
+            e.put(state["opt"], k, opt)
+        return state, losses
+
+    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+        """Client ``client`` predicts with its own model."""
+        return self.engine.probs(self.engine.take(state["params"], client), x)

@@ -1,0 +1,186 @@
+"""Command-line interface: the only entry point the Snakemake rules call.
+
+Each subcommand does one stage and writes its outputs atomically::
+
+    pflrepro prepare   --dataset digits --out results/data/digits --raw data/raw
+    pflrepro partition --data results/data/digits --dataset digits --spec JSON --seed 0 --out P
+    pflrepro train     --spec JSON --data DIR --partition P --out RUN.parquet
+    pflrepro aggregate --out AGG.parquet RUN.parquet ...
+    pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
+    pflrepro plot      accuracy|weights --aggregate AGG.parquet --pdf F.pdf --png F.png
+    pflrepro schema    [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+log = logging.getLogger("pflrepro")
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    from pflrepro.data.datasets import prepare_dataset
+
+    meta = prepare_dataset(args.dataset, args.out, args.raw, args.mirror or None)
+    log.info("prepared %s: %d samples, %d classes, shape %s", meta.name, meta.size,
+             meta.num_classes, meta.shape)
+
+
+def _partition(args: argparse.Namespace) -> None:
+    from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
+    from pflrepro.data.partition import from_spec, write_partition
+    from pflrepro.data.stats import partition_stats, summary_stats
+    from pflrepro.data.store import load_dataset
+
+    dataset = load_dataset(args.data)
+    partitioner = from_spec(json.loads(args.spec))
+    labels = dataset.y[:]
+    frame = partitioner.split(labels, dataset.meta.num_classes, args.seed)
+    write_partition(frame, args.out, partitioner=partitioner, dataset=args.dataset,
+                    seed=args.seed)
+    summary = summary_stats(partition_stats(frame, labels, dataset.meta.num_classes))
+    log.info("partition %s (split seed %d): %s", partitioner.id, args.seed, summary)
+
+
+def _train(args: argparse.Namespace) -> None:
+    from pflrepro.io import write_parquet
+    from pflrepro.run import RunSpec, run
+
+    spec = RunSpec.from_json(args.spec)
+    frame = run(spec, args.data, args.partition, threads=args.threads, progress=args.progress)
+    write_parquet(frame, args.out)
+    log.info("wrote %s (%d rows)", args.out, len(frame))
+
+
+def _aggregate(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pflrepro.io import atomic_path
+
+    tables = [pq.read_table(p) for p in args.inputs]
+    if not tables:
+        raise ValueError("aggregate: no input files")
+    table = pa.concat_tables(tables)
+    with atomic_path(args.out) as tmp:
+        pq.write_table(table, tmp)
+    log.info("aggregated %d runs, %d rows -> %s", len(tables), table.num_rows, args.out)
+
+
+def _table(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from pflrepro.reporting.tables import accuracy_table, write_table
+
+    agg = pd.read_parquet(args.aggregate)
+    table = accuracy_table(agg, methods_order=args.methods or None)
+    write_table(table, args.md, args.tex, args.csv, caption=args.caption)
+
+
+def _plot(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from pflrepro.reporting import plots
+
+    agg = pd.read_parquet(args.aggregate)
+    if args.kind == "accuracy":
+        plots.plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=args.methods or None)
+    elif args.kind == "weights":
+        plots.plot_client_weights(agg, args.pdf, args.png, method=args.method)
+    else:  # argparse restricts the choices; kept for type checkers
+        raise ValueError(f"unknown plot kind {args.kind!r}")
+
+
+def _schema(args: argparse.Namespace) -> None:
+    from pflrepro.io import write_text
+    from pflrepro.schema import SCHEMA_PATH, render
+
+    text = render()
+    if args.write:
+        write_text(args.path or SCHEMA_PATH, text)
+    else:
+        sys.stdout.write(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="pflrepro", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out", required=True, help="output directory (meta.json written last)")
+    p.add_argument("--raw", required=True, help="directory for raw downloads")
+    p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
+    p.set_defaults(func=_prepare)
+
+    p = sub.add_parser("partition", help="partition a prepared data set among clients")
+    p.add_argument("--data", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--spec", required=True, help="partition spec as JSON")
+    p.add_argument("--seed", type=int, required=True, help="split seed")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_partition)
+
+    p = sub.add_parser("train", help="run one training job")
+    p.add_argument("--spec", required=True, help="run spec as JSON")
+    p.add_argument("--data", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("aggregate", help="concatenate run tables")
+    p.add_argument("--out", required=True)
+    p.add_argument("inputs", nargs="*")
+    p.set_defaults(func=_aggregate)
+
+    p = sub.add_parser("table", help="final-accuracy table (Markdown, LaTeX, CSV)")
+    p.add_argument("--aggregate", required=True)
+    p.add_argument("--md", required=True)
+    p.add_argument("--tex", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--caption", default="Final test accuracy (%), mean ± std over runs.")
+    p.add_argument("--methods", nargs="*", help="row order")
+    p.set_defaults(func=_table)
+
+    p = sub.add_parser("plot", help="draw a figure from an aggregate")
+    p.add_argument("kind", choices=["accuracy", "weights"])
+    p.add_argument("--aggregate", required=True)
+    p.add_argument("--pdf", required=True)
+    p.add_argument("--png", required=True)
+    p.add_argument("--method", default="federico", help="method whose weights to draw")
+    p.add_argument("--methods", nargs="*", help="legend order")
+    p.set_defaults(func=_plot)
+
+    p = sub.add_parser("schema", help="print or write the config schema")
+    p.add_argument("--write", action="store_true")
+    p.add_argument("--path", type=Path)
+    p.set_defaults(func=_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; known input errors print one line and return 1."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        log.error("%s", err)
+        print(f"pflrepro {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

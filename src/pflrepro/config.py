@@ -1,0 +1,233 @@
+"""The workflow config, parsed into frozen, typed objects.
+
+``config.yaml`` is first checked against ``workflow/schemas/config.schema.yaml``
+(generated from the registries by :mod:`pflrepro.schema`); :func:`parse` then
+builds these objects and checks what a schema cannot (references between sections,
+partition parameters). Every error names the offending key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pflrepro.algorithms import get_algorithm
+from pflrepro.algorithms.base import parse_hyper, source_file
+from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
+from pflrepro.data.datasets import DATASETS
+from pflrepro.data.partition import Partitioner, from_spec
+from pflrepro.training import TrainingConfig
+
+#: Resources of a training job unless an experiment says otherwise.
+DEFAULT_RESOURCES: Mapping[str, int] = {"gpu": 0, "mem_mb": 4000, "runtime": 60}
+RESOURCE_DOCS: Mapping[str, str] = {
+    "gpu": "GPUs per training job (Snakemake resource 'gpu'; 1 to run on CUDA under a "
+           "scheduler or with --resources gpu=N).",
+    "mem_mb": "Memory per training job, MB.",
+    "runtime": "Wall-clock limit per training job, minutes.",
+}
+
+
+class ConfigError(ValueError):
+    """A config problem; the message names the key."""
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """A named method variant: an algorithm plus hyperparameters."""
+
+    name: str
+    algorithm: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A grid: one data set × partitions × methods × split seeds × training seeds."""
+
+    name: str
+    description: str
+    dataset: str
+    partitions: tuple[Partitioner, ...]
+    methods: tuple[str, ...]
+    split_seeds: tuple[int, ...]
+    train_seeds: tuple[int, ...]
+    training: TrainingConfig
+    resources: Mapping[str, int]
+
+    def partition(self, partition_id: str) -> Partitioner:
+        """The partitioner with id ``partition_id``."""
+        for p in self.partitions:
+            if p.id == partition_id:
+                return p
+        raise ConfigError(f"experiment {self.name!r} has no partition {partition_id!r}")
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """The wildcards of one training job."""
+
+    experiment: str
+    partition: str
+    method: str
+    split: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """The whole parsed config."""
+
+    mirrors: Mapping[str, tuple[str, ...]]
+    methods: Mapping[str, MethodConfig]
+    experiments: Mapping[str, ExperimentConfig]
+
+    def runs(self, experiment: str, method: str | None = None) -> Iterator[RunKey]:
+        """Every training job of ``experiment`` (of one method, if given)."""
+        exp = self.experiments[experiment]
+        for p in exp.partitions:
+            for m in exp.methods:
+                if method is not None and m != method:
+                    continue
+                for split in exp.split_seeds:
+                    for seed in exp.train_seeds:
+                        yield RunKey(experiment, p.id, m, split, seed)
+
+    def partitions(self) -> Iterator[tuple[str, str, int]]:
+        """Every (dataset, partition id, split seed) any experiment needs, once."""
+        seen = set()
+        for exp in self.experiments.values():
+            for p in exp.partitions:
+                for split in exp.split_seeds:
+                    key = (exp.dataset, p.id, split)
+                    if key not in seen:
+                        seen.add(key)
+                        yield key
+
+    def partition_spec(self, dataset: str, partition_id: str) -> Partitioner:
+        """The partitioner behind ``partition_id`` (for data set ``dataset``)."""
+        for exp in self.experiments.values():
+            if exp.dataset == dataset:
+                for p in exp.partitions:
+                    if p.id == partition_id:
+                        return p
+        raise ConfigError(f"no experiment uses partition {partition_id!r} of {dataset!r}")
+
+    def run_spec(self, key: RunKey) -> dict[str, Any]:
+        """The JSON-able spec of one training job: all that determines its numbers.
+
+        ``code`` is a digest of the training code this job runs (its algorithm's
+        module and the shared engine), so editing one method's file reruns only
+        that method's jobs.
+        """
+        exp = self.experiments[key.experiment]
+        method = self.methods[key.method]
+        exp.partition(key.partition)  # raises for an unknown partition id
+        return {
+            "experiment": exp.name, "dataset": exp.dataset, "partition": key.partition,
+            "method": method.name, "algorithm": method.algorithm, "params": dict(method.params),
+            "split_seed": key.split, "train_seed": key.seed, "training": exp.training.to_dict(),
+            "code": code_digest(method.algorithm),
+        }
+
+
+#: Modules every training job runs, besides its algorithm's own file.
+TRAINING_CORE = ("engine.py", "optim.py", "run.py", "training.py", "seeding.py", "results.py",
+                 "algorithms/base.py", "models/__init__.py", "models/nets.py",
+                 "data/store.py", "data/partition.py")
+
+
+def code_digest(algorithm: str) -> str:
+    """SHA-256 (first 16 hex digits) over the training core and ``algorithm``'s module.
+
+    An algorithm that builds on another (FedAvg+ on FedAvg) includes its bases' files.
+    """
+    cls = get_algorithm(algorithm)
+    root = Path(__file__).resolve().parent
+    files = [root / f for f in TRAINING_CORE]
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("pflrepro.algorithms.") and klass.__module__ != \
+                "pflrepro.algorithms.base":
+            path = source_file(klass)
+            if path not in files:
+                files.append(path)
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: str
+              ) -> TrainingConfig:
+    merged = {**defaults, **override}
+    try:
+        return TrainingConfig.from_mapping(merged)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{where}: {err}") from err
+
+
+def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
+    """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key."""
+    data = raw.get("data", {}) or {}
+    mirrors = {}
+    for name, urls in (data.get("mirrors", {}) or {}).items():
+        if name not in DATASETS:
+            raise ConfigError(f"data.mirrors.{name}: unknown data set; known: {sorted(DATASETS)}")
+        mirrors[name] = tuple(urls)
+
+    methods: dict[str, MethodConfig] = {}
+    for name, spec in (raw.get("methods") or {}).items():
+        spec = dict(spec or {})
+        algo = spec.pop("algorithm", name)
+        try:
+            cls = get_algorithm(algo)
+            parse_hyper(cls, spec)
+        except ValueError as err:
+            raise ConfigError(f"methods.{name}: {err}") from err
+        methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)
+
+    defaults = raw.get("training", {}) or {}
+    experiments: dict[str, ExperimentConfig] = {}
+    for name, spec in (raw.get("experiments") or {}).items():
+        where = f"experiments.{name}"
+        dataset = spec.get("dataset")
+        if dataset not in DATASETS:
+            raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
+                              f"known: {sorted(DATASETS)}")
+        partitions = []
+        for i, pspec in enumerate(spec.get("partitions", [])):
+            try:
+                partitions.append(from_spec(pspec))
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
+        ids = [p.id for p in partitions]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"{where}.partitions: the same partition is listed twice")
+        for m in spec.get("methods", []):
+            if m not in methods:
+                raise ConfigError(f"{where}.methods: unknown method {m!r}; "
+                                  f"defined under 'methods': {sorted(methods)}")
+        experiments[name] = ExperimentConfig(
+            name=name,
+            description=str(spec.get("description", "")),
+            dataset=dataset,
+            partitions=tuple(partitions),
+            methods=tuple(spec.get("methods", [])),
+            split_seeds=tuple(int(s) for s in spec.get("split_seeds", [0])),
+            train_seeds=tuple(int(s) for s in spec.get("train_seeds", [0])),
+            training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
+            resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
+        )
+    if not experiments:
+        raise ConfigError("experiments: at least one experiment is required")
+    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments)
+
+
+def canonical_json(obj: Any) -> str:
+    """Compact JSON with sorted keys (stable across runs, used as a Snakemake param)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,99 @@
+"""Label-group partition: clients share a distribution iff they share a label group.
+
+FedeRiCo (Find Your Friends, Sec. 4) splits the labels into disjoint groups, treats
+each group as one data distribution and lets each client sample its local data from
+one group; FedEM (Marfoq et al. 2021) builds a similar split in which the clients'
+shares of a group's samples follow a Dirichlet draw. This scheme implements both:
+
+1. The label set ``0 .. num_classes-1`` is shuffled by a seeded generator and cut
+   into ``groups`` contiguous runs whose sizes differ by at most one (10 labels, 3
+   groups: 4/3/3).
+2. Clients are assigned to groups by a seeded permutation of
+   ``[k % groups for k in range(clients)]``, so group sizes differ by at most one
+   and every group has a client (8 clients, 4 groups: 2 clients per group).
+3. The samples of a group are shuffled and divided among its clients: with
+   ``alpha == 0`` into near-equal parts; with ``alpha > 0`` every client first gets
+   two samples (so the shared train/test split gives it one of each) and the other
+   samples go to the group's clients by a multinomial draw with probabilities
+   ``p ~ Dir(alpha)`` over the group's clients (FedEM's variant; sizes become
+   unequal, labels stay within the group).
+
+Every sample of a label in some group is used, so the whole data set is used.
+The group column is the client's group id (index of its label run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from pflrepro.data.partition import Assignment, Partitioner, register_partitioner
+from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
+
+#: Samples every client gets before the Dirichlet shares are drawn (alpha > 0).
+MIN_PER_CLIENT = 2
+
+
+@register_partitioner
+@dataclass(frozen=True, kw_only=True)
+class LabelGroupsPartitioner(Partitioner):
+    """``groups`` disjoint label groups; each client draws its data from one group."""
+
+    scheme: ClassVar[str] = "label_groups"
+    docs: ClassVar[Mapping[str, str]] = {
+        "groups": "Number of disjoint label groups (data distributions); <= classes, clients.",
+        "alpha": "0: equal shares of a group's samples; > 0: Dirichlet(alpha) shares "
+                 "over the group's clients (FedEM).",
+    }
+
+    groups: int
+    alpha: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.groups < 1:
+            raise ValueError(f"label_groups: groups must be >= 1, got {self.groups}")
+        if self.groups > self.clients:
+            raise ValueError(f"label_groups: more groups ({self.groups}) than clients "
+                             f"({self.clients}); every group needs a client")
+        if not (np.isfinite(self.alpha) and self.alpha >= 0.0):
+            raise ValueError(f"label_groups: alpha must be 0 (equal shares) or > 0, "
+                             f"got {self.alpha}")
+
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+        """Split labels into groups, clients into groups, then each group's samples."""
+        if self.groups > num_classes:
+            raise ValueError(f"label_groups: more groups ({self.groups}) than labels "
+                             f"({num_classes})")
+        if labels.size and not 0 <= labels.min() <= labels.max() < num_classes:
+            raise ValueError(f"label_groups: labels must lie in 0..{num_classes - 1}")
+        label_rng = numpy_generator(seed, SETUP_ROUND, NO_CLIENT, "partition:label_groups:labels")
+        label_sets = np.array_split(label_rng.permutation(num_classes), self.groups)
+        client_rng = numpy_generator(seed, SETUP_ROUND, NO_CLIENT, "partition:label_groups:clients")
+        client_group = client_rng.permutation(np.arange(self.clients) % self.groups)
+
+        indices: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * self.clients
+        for g, label_set in enumerate(label_sets):
+            members = np.flatnonzero(client_group == g)
+            pool = np.flatnonzero(np.isin(labels, label_set))
+            if len(pool) < MIN_PER_CLIENT * len(members):
+                raise ValueError(f"label_groups: group {g} (labels {sorted(label_set.tolist())}) "
+                                 f"has {len(pool)} samples, too few for {len(members)} "
+                                 f"clients with {MIN_PER_CLIENT} each")
+            rng = numpy_generator(seed, SETUP_ROUND, g, "partition:label_groups:samples")
+            pool = rng.permutation(pool)
+            sizes = self._sizes(len(pool), len(members), rng)
+            for client, part in zip(members, np.split(pool, np.cumsum(sizes)[:-1]), strict=True):
+                indices[client] = np.sort(part)
+        return Assignment(indices=indices, groups=[int(g) for g in client_group])
+
+    def _sizes(self, n: int, m: int, rng: np.random.Generator) -> np.ndarray:
+        """Sizes of ``m`` clients sharing ``n`` samples (equal, or Dirichlet shares)."""
+        if self.alpha == 0.0:
+            return np.array([len(p) for p in np.array_split(np.arange(n), m)])
+        p = np.nan_to_num(rng.dirichlet(np.full(m, self.alpha)), nan=0.0)
+        p = p / p.sum() if p.sum() > 0 else np.full(m, 1.0 / m)
+        return MIN_PER_CLIENT + rng.multinomial(n - MIN_PER_CLIENT * m, p)

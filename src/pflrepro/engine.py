@@ -1,0 +1,273 @@
+"""The engine: owns the round loop and every mechanic methods share.
+
+It keeps the whole data set resident as one normalised tensor on the device (no
+per-round disk reads; clients are index tensors into it), builds and initialises
+the model, draws every mini-batch from generators seeded by (seed, round, client,
+purpose), runs local optimisation functionally over parameter dicts, and evaluates
+each client's personalised prediction.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from pflrepro import results as R
+from pflrepro.algorithms.base import Algorithm, State
+from pflrepro.data.store import ArrayDataset
+from pflrepro.models import build_model
+from pflrepro.optim import Optimizer, OptState, Params
+from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed, torch_generator
+from pflrepro.training import TrainingConfig
+
+log = logging.getLogger(__name__)
+
+
+def choose_device(request: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU raises."""
+    if request == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if request == "cuda":
+        raise RuntimeError("training.device is 'cuda' but no CUDA device is available")
+    return torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class FederatedData:
+    """The data set on the device plus each client's train/test indices."""
+
+    x: torch.Tensor  # (N, C, H, W) float32, normalised
+    y: torch.Tensor  # (N,) int64
+    train: tuple[torch.Tensor, ...]  # per client, indices into x
+    test: tuple[torch.Tensor, ...]
+    groups: tuple[int, ...]  # per client distribution id (-1: none)
+    num_classes: int
+
+    @property
+    def num_clients(self) -> int:
+        """Number of clients K."""
+        return len(self.train)
+
+    @classmethod
+    def build(cls, dataset: ArrayDataset, partition: pd.DataFrame,
+              device: torch.device) -> FederatedData:
+        """Normalise the images and turn the partition table into index tensors."""
+        meta = dataset.meta
+        used = np.unique(partition["index"].to_numpy())
+        x = torch.from_numpy(np.asarray(dataset.x[used], dtype=np.float32)) / meta.max_value
+        mean = torch.tensor(meta.mean, dtype=torch.float32).view(1, -1, 1, 1)
+        std = torch.tensor(meta.std, dtype=torch.float32).clamp_min(1e-6).view(1, -1, 1, 1)
+        x = ((x - mean) / std).to(device)
+        y = torch.from_numpy(np.asarray(dataset.y[used], dtype=np.int64)).to(device)
+        # remap data set rows to rows of the resident tensor
+        position = pd.Series(np.arange(len(used)), index=used)
+        clients = int(partition["client"].max()) + 1
+        train, test, groups = [], [], []
+        for k in range(clients):
+            rows = partition[partition["client"] == k]
+            if rows.empty:
+                raise ValueError(f"partition has no samples for client {k}")
+            for split, out in (("train", train), ("test", test)):
+                idx = position[rows.loc[rows["split"] == split, "index"].to_numpy()].to_numpy()
+                out.append(torch.as_tensor(np.sort(idx), dtype=torch.long, device=device))
+            groups.append(int(rows["group"].iloc[0]))
+        return cls(x=x, y=y, train=tuple(train), test=tuple(test), groups=tuple(groups),
+                   num_classes=meta.num_classes)
+
+
+class Engine:
+    """Shared mechanics for one run: data, model, optimiser, seeding, evaluation."""
+
+    def __init__(self, data: FederatedData, training: TrainingConfig, seed: int,
+                 in_shape: tuple[int, int, int], device: torch.device) -> None:
+        self.data = data
+        self.cfg = training
+        self.seed = int(seed)
+        self.device = device
+        self.in_shape = in_shape
+        self.model: nn.Module = build_model(training.model, in_shape, data.num_classes,
+                                            **dict(training.model_options)).to(device)
+        self.model.requires_grad_(False)
+        self.optimizer = Optimizer(training.optimizer, training.lr, momentum=training.momentum)
+
+    # ------------------------------------------------------------------ clients
+    @property
+    def num_clients(self) -> int:
+        """Number of clients K."""
+        return self.data.num_clients
+
+    def n_train(self, client: int) -> int:
+        """Training-set size of ``client``."""
+        return len(self.data.train[client])
+
+    def train_sizes(self) -> torch.Tensor:
+        """Training-set sizes of all clients as a float tensor on the device."""
+        return torch.tensor([self.n_train(k) for k in range(self.num_clients)],
+                            dtype=torch.float32, device=self.device)
+
+    def steps_per_round(self, client: int, epochs: int | None = None) -> int:
+        """Local steps of ``client`` in one round (``local_steps`` or epochs × batches)."""
+        if epochs is None and self.cfg.local_steps > 0:
+            return self.cfg.local_steps
+        epochs = self.cfg.local_epochs if epochs is None else epochs
+        return epochs * math.ceil(self.n_train(client) / self.cfg.batch_size)
+
+    def batches(self, client: int, rnd: int, purpose: str, steps: int) -> list[torch.Tensor]:
+        """``steps`` mini-batches of ``client``'s training indices.
+
+        Batches are consecutive slices of a stream of seeded permutations (epoch after
+        epoch), so every sample is seen once per epoch; the stream depends only on
+        (seed, round, client, purpose).
+        """
+        idx = self.data.train[client]
+        n = len(idx)
+        bs = min(self.cfg.batch_size, n)
+        gen = torch_generator(self.seed, rnd, client, purpose)
+        need = steps * bs
+        perms = [torch.randperm(n, generator=gen) for _ in range(math.ceil(need / n))]
+        order = torch.cat(perms)[:need].to(self.device)
+        return list(idx[order].split(bs))
+
+    # ------------------------------------------------------------------ params
+    def init_params(self, client: int = NO_CLIENT) -> Params:
+        """Fresh model parameters drawn from (seed, setup round, client, 'init')."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.seed, SETUP_ROUND, client, "init"))
+            fresh = build_model(self.cfg.model, self.in_shape, self.data.num_classes,
+                                **dict(self.cfg.model_options))
+        return {k: v.detach().to(self.device) for k, v in fresh.named_parameters()}
+
+    def client_init(self) -> dict[str, Params]:
+        """Per-client models, each from its own seed, and per-client optimiser states.
+
+        Returns ``{"params": stacked, "opt": stacked}``; client ``k``'s model is drawn
+        from ``(seed, setup round, k, 'init')``.
+        """
+        per_client = [self.init_params(k) for k in range(self.num_clients)]
+        params = {name: torch.stack([p[name] for p in per_client]) for name in per_client[0]}
+        opt = self.stack(self.init_opt(per_client[0]), self.num_clients)
+        return {"params": params, "opt": opt}
+
+    @staticmethod
+    def stack(params: Params, copies: int) -> Params:
+        """Stack ``copies`` copies of ``params`` along a new leading dimension."""
+        return {k: v.unsqueeze(0).repeat(copies, *([1] * v.dim())) for k, v in params.items()}
+
+    @staticmethod
+    def take(stacked: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
+        """Entry ``k`` of a stacked dict (views, no copy)."""
+        return {name: v[k] for name, v in stacked.items()}
+
+    @staticmethod
+    def put(stacked: dict[str, torch.Tensor], k: int, values: dict[str, torch.Tensor]) -> None:
+        """Write ``values`` into entry ``k`` of a stacked dict, in place."""
+        for name, v in values.items():
+            stacked[name][k].copy_(v)
+
+    @staticmethod
+    def weighted_mean(stacked: Params, weights: torch.Tensor) -> Params:
+        """Average a stacked dict over its leading dimension with ``weights`` (normalised)."""
+        w = weights / weights.sum()
+        return {k: torch.tensordot(w.to(v.dtype), v, dims=1) for k, v in stacked.items()}
+
+    def init_opt(self, params: Params) -> OptState:
+        """Fresh optimiser state for ``params``."""
+        return self.optimizer.init(params)
+
+    # ------------------------------------------------------------------ compute
+    def logits(self, params: Params, x: torch.Tensor) -> torch.Tensor:
+        """Logits of the model with ``params`` on ``x`` (no grad, chunked)."""
+        outs = []
+        with torch.inference_mode():
+            for chunk in x.split(self.cfg.eval_batch_size):
+                outs.append(functional_call(self.model, params, (chunk,)))
+        return torch.cat(outs) if outs else torch.empty(0, self.data.num_classes,
+                                                        device=self.device)
+
+    def probs(self, params: Params, x: torch.Tensor) -> torch.Tensor:
+        """Class probabilities of the model with ``params`` on ``x``."""
+        return self.logits(params, x).softmax(dim=-1)
+
+    def mean_loss(self, params: Params, client: int, split: str = "train") -> float:
+        """Mean cross-entropy of ``params`` on ``client``'s ``split`` set."""
+        idx = (self.data.train if split == "train" else self.data.test)[client]
+        logits = self.logits(params, self.data.x[idx])
+        return float(F.cross_entropy(logits, self.data.y[idx]))
+
+    def loss_and_grad(self, params: Params, idx: torch.Tensor,
+                      sample_weight: torch.Tensor | None = None) -> tuple[float, Params]:
+        """Loss of ``params`` on samples ``idx`` and its gradient.
+
+        With ``sample_weight`` the loss is ``Σ_s weight_s · ℓ_s`` (weights given per
+        sample); without, the mean over the batch.
+        """
+        p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+        with torch.enable_grad():
+            out = functional_call(self.model, p, (self.data.x[idx],))
+            if sample_weight is None:
+                loss = F.cross_entropy(out, self.data.y[idx])
+            else:
+                loss = (F.cross_entropy(out, self.data.y[idx], reduction="none")
+                        * sample_weight).sum()
+            grads = torch.autograd.grad(loss, list(p.values()))
+        return float(loss.detach()), dict(zip(p.keys(), grads, strict=True))
+
+    def local_train(self, params: Params, opt_state: OptState, client: int, rnd: int,
+                    purpose: str = "local", steps: int | None = None
+                    ) -> tuple[Params, OptState, float]:
+        """Run ``steps`` optimiser steps on ``client``'s data; return params, state, mean loss."""
+        steps = self.steps_per_round(client) if steps is None else steps
+        total = 0.0
+        batches = self.batches(client, rnd, purpose, steps)
+        for idx in batches:
+            loss, grads = self.loss_and_grad(params, idx)
+            params, opt_state = self.optimizer.step(params, grads, opt_state)
+            total += loss
+        return params, opt_state, total / max(len(batches), 1)
+
+    # ------------------------------------------------------------------ loop
+    def evaluate(self, algorithm: Algorithm, state: State, rnd: int, log_: R.MetricLog) -> None:
+        """Log every client's test accuracy and loss of its personalised prediction."""
+        for k in range(self.num_clients):
+            idx = self.data.test[k]
+            p = algorithm.predict(state, k, self.data.x[idx], rnd)
+            y = self.data.y[idx]
+            acc = float((p.argmax(dim=-1) == y).float().mean())
+            nll = float(F.nll_loss(p.clamp_min(1e-12).log(), y))
+            log_.add(rnd, k, R.TEST_ACCURACY, acc)
+            log_.add(rnd, k, R.TEST_LOSS, nll)
+        algorithm.record(state, rnd, log_)
+
+    def run(self, algorithm: Algorithm, progress: bool = False) -> R.MetricLog:
+        """Run every round of ``algorithm``; return the run's metric log."""
+        out = R.MetricLog()
+        for k in range(self.num_clients):
+            out.add(0, k, R.N_TRAIN, self.n_train(k))
+            out.add(0, k, R.N_TEST, len(self.data.test[k]))
+            out.add(0, k, R.GROUP, self.data.groups[k])
+        state = algorithm.init()
+        self.evaluate(algorithm, state, 0, out)
+        rounds: Sequence[int] = range(1, self.cfg.rounds + 1)
+        if progress:
+            from tqdm import tqdm
+
+            rounds = tqdm(rounds, desc=algorithm.name, mininterval=5.0)
+        for rnd in rounds:
+            state, train_loss = algorithm.round(state, rnd)
+            for k, value in enumerate(np.asarray(train_loss, dtype=np.float64)):
+                if not np.isnan(value):
+                    out.add(rnd, k, R.TRAIN_LOSS, value)
+            if rnd % self.cfg.eval_every == 0 or rnd == self.cfg.rounds:
+                self.evaluate(algorithm, state, rnd, out)
+        return out

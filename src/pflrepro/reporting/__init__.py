@@ -1,0 +1,1 @@
+"""Tables and figures built from aggregated run tables (see :mod:`pflrepro.results`)."""

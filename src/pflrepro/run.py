@@ -1,0 +1,84 @@
+"""One training run: (data set, partition file, method, seeds, training) -> run table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from pflrepro import results as R
+from pflrepro.algorithms import get_algorithm
+from pflrepro.algorithms.base import parse_hyper
+from pflrepro.data.partition import read_partition
+from pflrepro.data.store import load_dataset
+from pflrepro.engine import Engine, FederatedData, choose_device
+from pflrepro.training import TrainingConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's numbers (passed by the workflow as JSON)."""
+
+    experiment: str
+    dataset: str
+    partition: str  # partition id (its parameters)
+    method: str  # method variant name from the config
+    algorithm: str
+    params: Mapping[str, Any]
+    split_seed: int
+    train_seed: int
+    training: TrainingConfig
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """Parse the workflow's JSON form (unknown keys raise)."""
+        raw = json.loads(text)
+        known = {"experiment", "dataset", "partition", "method", "algorithm", "params",
+                 "split_seed", "train_seed", "training", "code"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"run spec: unknown key(s) {unknown}")
+        raw.pop("code", None)  # source digest: only there to make Snakemake rerun on edits
+        raw["training"] = TrainingConfig.from_mapping(raw["training"])
+        return cls(**raw)
+
+
+def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
+        threads: int | None = None, progress: bool = False) -> pd.DataFrame:
+    """Train ``spec`` on the prepared data set and partition; return the run table."""
+    if threads:
+        torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    cls = get_algorithm(spec.algorithm)
+    hyper = parse_hyper(cls, spec.params)
+    dataset = load_dataset(data_dir)
+    partition, pmeta = read_partition(str(partition_path))
+    if pmeta.get("dataset") not in (None, spec.dataset):
+        raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "
+                         f"not {spec.dataset!r}")
+    device = choose_device(spec.training.device)
+    log.info("device: %s (torch %s, %d threads)", device, torch.__version__,
+             torch.get_num_threads())
+    data = FederatedData.build(dataset, partition, device)
+    engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device)
+    start = time.perf_counter()
+    metrics = engine.run(cls(engine, hyper), progress=progress)
+    log.info("%s: %d rounds in %.1f s", spec.method, spec.training.rounds,
+             time.perf_counter() - start)
+    config = {
+        "experiment": spec.experiment, "dataset": spec.dataset, "partition": spec.partition,
+        "method": spec.method, "algorithm": spec.algorithm,
+        "params": json.dumps(dict(spec.params), sort_keys=True),
+        "split_seed": spec.split_seed, "train_seed": spec.train_seed,
+        "package_version": R.package_version(), "git_revision": R.git_revision(),
+    }
+    return metrics.to_frame(config)

@@ -1,0 +1,193 @@
+"""Generate ``workflow/schemas/config.schema.yaml`` from the registries.
+
+The lists of data sets, partition schemes, algorithms (with each algorithm's
+hyperparameters) and training keys all come from the package, so the schema can
+never name a method that does not exist or miss one that does.
+``tests/unit/test_schema.py`` fails when the committed file is out of date;
+``pflrepro schema --write`` regenerates it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pflrepro.algorithms import ALGORITHMS
+from pflrepro.config import DEFAULT_RESOURCES, RESOURCE_DOCS
+from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
+from pflrepro.data.datasets import DATASETS
+from pflrepro.data.partition import PARTITIONERS, schema_properties
+from pflrepro.training import TRAINING_DOCS, TrainingConfig
+
+SCHEMA_PATH = Path("workflow/schemas/config.schema.yaml")
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _typed(value: Any) -> dict[str, Any]:
+    t = type(value)
+    if t is float:
+        return {"type": "number"}
+    if t in _JSON_TYPES:
+        return {"type": _JSON_TYPES[t]}
+    return {}
+
+
+def _training_schema() -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for f in dataclasses.fields(TrainingConfig):
+        if f.name == "model_options":
+            entry: dict[str, Any] = {"type": "object"}
+        elif f.name == "model":
+            from pflrepro.models import MODELS
+
+            entry = {"type": "string", "enum": sorted(MODELS)}
+        elif f.name in ("optimizer",):
+            entry = {"type": "string", "enum": ["adam", "sgd"]}
+        elif f.name == "device":
+            entry = {"type": "string", "enum": ["auto", "cpu", "cuda"]}
+        elif f.type in ("int",):
+            entry = {"type": "integer", "minimum": 0}
+        elif f.type in ("float",):
+            entry = {"type": "number", "minimum": 0}
+        else:
+            entry = {}
+        entry["description"] = TRAINING_DOCS[f.name]
+        props[f.name] = entry
+    return {"type": "object", "additionalProperties": False,
+            "description": "Training settings (see pflrepro.training).", "properties": props}
+
+
+def _method_schema() -> dict[str, Any]:
+    cases = []
+    for name, cls in sorted(ALGORITHMS.items()):
+        props: dict[str, Any] = {"algorithm": {"const": name,
+                                               "description": "Registered algorithm name."}}
+        for f in dataclasses.fields(cls.Hyper):
+            entry = _typed(f.default)
+            meta = f.metadata
+            if "choices" in meta:
+                entry["enum"] = list(meta["choices"])
+            if "minimum" in meta:
+                entry["minimum"] = meta["minimum"]
+            if "maximum" in meta:
+                entry["maximum"] = meta["maximum"]
+            entry["default"] = f.default
+            entry["description"] = meta.get("doc", f.name)
+            props[f.name] = entry
+        cases.append({"if": {"properties": {"algorithm": {"const": name}}},
+                      "then": {"properties": props, "additionalProperties": False}})
+    summaries = "; ".join(f"{n}: {c.summary}" for n, c in sorted(ALGORITHMS.items()))
+    return {
+        "type": "object",
+        "description": "A named method variant: an algorithm and its hyperparameters.",
+        "required": ["algorithm"],
+        "properties": {"algorithm": {"type": "string", "enum": sorted(ALGORITHMS),
+                                     "description": f"The algorithm. {summaries}"}},
+        "allOf": cases,
+    }
+
+
+def _partition_schema() -> dict[str, Any]:
+    cases = []
+    for name, cls in sorted(PARTITIONERS.items()):
+        props: dict[str, Any] = {"scheme": {"const": name, "description": "Partition scheme."}}
+        props.update(schema_properties(cls))
+        required = ["scheme"] + [f.name for f in dataclasses.fields(cls)
+                                 if f.default is dataclasses.MISSING]
+        cases.append({"if": {"properties": {"scheme": {"const": name}}},
+                      "then": {"properties": props, "required": required,
+                               "additionalProperties": False}})
+    return {
+        "type": "object",
+        "description": "A partition of the data set among clients; its parameters form its id.",
+        "required": ["scheme"],
+        "properties": {"scheme": {"type": "string", "enum": sorted(PARTITIONERS),
+                                  "description": "Partition scheme name."}},
+        "allOf": cases,
+    }
+
+
+def _experiment_schema() -> dict[str, Any]:
+    seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["dataset", "partitions", "methods"],
+        "properties": {
+            "description": {"type": "string", "description": "What the experiment reproduces."},
+            "dataset": {"type": "string", "enum": sorted(DATASETS),
+                        "description": "Data set name from the data set registry."},
+            "partitions": {"type": "array", "minItems": 1,
+                           "items": {"$ref": "#/$defs/partition"},
+                           "description": "Partitions to run every method on."},
+            "methods": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                        "description": "Names of method variants defined under 'methods'."},
+            "split_seeds": {**seeds, "description": "Seeds of the data splits (partitions)."},
+            "train_seeds": {**seeds, "description": "Training seeds run on every split."},
+            "training": {"$ref": "#/$defs/training",
+                         "description": "Overrides of the top-level training defaults."},
+            "resources": {
+                "type": "object", "additionalProperties": False,
+                "description": "Scheduler resources of each training job.",
+                "properties": {k: {"type": "integer", "minimum": 0, "default": v,
+                                   "description": RESOURCE_DOCS[k]}
+                               for k, v in DEFAULT_RESOURCES.items()},
+            },
+        },
+    }
+
+
+def build_schema() -> dict[str, Any]:
+    """Return the config schema as a dict."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "pflrepro workflow config",
+        "description": "Generated by `pflrepro schema --write` from the package registries; "
+                       "do not edit by hand.",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["methods", "experiments"],
+        "properties": {
+            "data": {
+                "type": "object", "additionalProperties": False,
+                "description": "Where data sets come from.",
+                "properties": {
+                    "mirrors": {
+                        "type": "object",
+                        "description": "Per data set, mirrors tried in order (http(s) URLs, "
+                                       "file:// URLs or local directories) before the "
+                                       "built-in defaults.",
+                        "propertyNames": {"enum": sorted(DATASETS)},
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+            },
+            "training": {"$ref": "#/$defs/training",
+                         "description": "Training defaults of every experiment."},
+            "methods": {"type": "object", "description": "Method variants by name.",
+                        "additionalProperties": {"$ref": "#/$defs/method"}},
+            "experiments": {"type": "object", "minProperties": 1,
+                            "description": "Experiments by name; each is a grid of runs with "
+                                           "its own table and figures.",
+                            "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},
+                            "additionalProperties": {"$ref": "#/$defs/experiment"}},
+        },
+        "$defs": {
+            "training": _training_schema(),
+            "method": _method_schema(),
+            "partition": _partition_schema(),
+            "experiment": _experiment_schema(),
+        },
+    }
+
+
+def render() -> str:
+    """The schema as YAML text, with a header comment."""
+    header = ("# GENERATED by `pflrepro schema --write` from the package registries.\n"
+              "# Do not edit; change the package and regenerate.\n")
+    return header + yaml.safe_dump(build_schema(), sort_keys=False, allow_unicode=True,
+                                   width=100)

@@ -1,0 +1,67 @@
+"""Training settings shared by every method of an experiment."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Field descriptions, reused by the config schema.
+TRAINING_DOCS: dict[str, str] = {
+    "rounds": "Number of communication rounds.",
+    "batch_size": "Mini-batch size of every local step.",
+    "local_epochs": "Local epochs per round: steps = local_epochs * ceil(n_train / batch_size).",
+    "local_steps": "If > 0, a fixed number of local steps per round (overrides local_epochs).",
+    "optimizer": "Client optimiser: 'adam' or 'sgd' (state kept per client across rounds).",
+    "lr": "Learning rate of the client optimiser.",
+    "momentum": "SGD momentum (ignored by Adam).",
+    "eval_every": "Evaluate every this many rounds (the last round is always evaluated).",
+    "eval_batch_size": "Batch size of no-grad evaluation passes.",
+    "model": "Model name from the model registry ('mlp', 'cnn').",
+    "model_options": "Keyword options of the model builder, e.g. {hidden: [64]} for mlp.",
+    "device": "'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'.",
+}
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Validated training settings (see :data:`TRAINING_DOCS`)."""
+
+    rounds: int
+    batch_size: int = 32
+    local_epochs: int = 1
+    local_steps: int = 0
+    optimizer: str = "adam"
+    lr: float = 0.01
+    momentum: float = 0.0
+    eval_every: int = 1
+    eval_batch_size: int = 1024
+    model: str = "cnn"
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        positive = ("rounds", "batch_size", "eval_every", "eval_batch_size")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
+        if self.local_epochs < 1 and self.local_steps < 1:
+            raise ValueError("training: one of local_epochs or local_steps must be >= 1")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"training.device must be auto, cpu or cuda, got {self.device!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrainingConfig:
+        """Build from a config mapping; unknown keys raise ValueError naming them."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"training: unknown key(s) {unknown}; known: {sorted(names)}")
+        return cls(**dict(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-serialisable)."""
+        out = dataclasses.asdict(self)
+        out["model_options"] = dict(self.model_options)
+        return out

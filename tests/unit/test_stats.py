@@ -1,0 +1,79 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from pflrepro.data.partition import PARTITIONERS, from_spec
+from pflrepro.data.stats import partition_stats, summary_stats
+
+LABELS = np.array([0, 0, 1, 2, 2, 2, 1, 0])
+
+
+def toy_frame() -> pd.DataFrame:
+    # client 0: samples 0,1,2 (labels 0,0,1); client 2: samples 3,4,5,6 (2,2,2,1); client 1 empty
+    return pd.DataFrame({
+        "client": np.array([0, 0, 0, 2, 2, 2, 2], dtype=np.int32),
+        "index": np.array([0, 1, 2, 3, 4, 5, 6], dtype=np.int64),
+        "split": pd.array(["train", "test", "train", "train", "train", "test", "test"],
+                          dtype="string"),
+        "group": np.array([1, 1, 1, 0, 0, 0, 0], dtype=np.int32),
+    })
+
+
+def test_partition_stats_by_hand():
+    stats = partition_stats(toy_frame(), LABELS, 3)
+    assert list(stats.columns) == ["client", "group", "n_train", "n_test", "n", "n_labels",
+                                   "label_0", "label_1", "label_2"]
+    assert stats.to_dict("list") == {
+        "client": [0, 1, 2], "group": [1, -1, 0], "n_train": [2, 0, 2], "n_test": [1, 0, 2],
+        "n": [3, 0, 4], "n_labels": [2, 0, 2],
+        "label_0": [2, 0, 0], "label_1": [1, 0, 1], "label_2": [0, 0, 3],
+    }
+
+
+def test_summary_by_hand():
+    summary = summary_stats(partition_stats(toy_frame(), LABELS, 3))
+    assert summary == {"clients": 3, "samples_min": 0, "samples_median": 3.0,
+                       "samples_max": 4, "labels_min": 0, "labels_median": 2.0,
+                       "labels_max": 2, "empty_clients": 1}
+    assert all(type(v) in (int, float) for v in summary.values())
+
+
+def test_empty_frame():
+    frame = toy_frame().iloc[:0]
+    stats = partition_stats(frame, LABELS, 3)
+    assert len(stats) == 0
+    assert summary_stats(stats)["clients"] == 0
+
+
+def test_labels_out_of_range():
+    with pytest.raises(ValueError, match="labels must lie"):
+        partition_stats(toy_frame(), LABELS, 2)
+
+
+SPECS = [
+    {"scheme": "iid", "clients": 10},
+    {"scheme": "label_groups", "clients": 10, "groups": 3, "alpha": 0.4},
+    {"scheme": "dirichlet", "clients": 30, "alpha": 0.01},
+    {"scheme": "pathological", "clients": 10},
+    {"scheme": "practical", "clients": 10, "groups": 5},
+]
+
+
+def test_specs_cover_every_scheme():
+    assert {s["scheme"] for s in SPECS} == set(PARTITIONERS)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["scheme"])
+def test_every_scheme_has_no_empty_client(spec):
+    labels = np.random.default_rng(0).permutation(np.repeat(np.arange(10), 50))
+    p = from_spec(spec)
+    frame = p.split(labels, 10, seed=4)
+    stats = partition_stats(frame, labels, 10)
+    assert len(stats) == p.clients
+    assert (stats["n"] == stats["n_train"] + stats["n_test"]).all()
+    assert (stats[[f"label_{c}" for c in range(10)]].sum(axis=1) == stats["n"]).all()
+    assert (stats["n_labels"] == (stats[[f"label_{c}" for c in range(10)]] > 0).sum(axis=1)).all()
+    summary = summary_stats(stats)
+    assert summary["empty_clients"] == 0
+    assert summary["samples_min"] >= 2
+    assert summary["clients"] == p.clients

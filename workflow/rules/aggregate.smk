@@ -1,0 +1,27 @@
+# Aggregation: runs of one method, then all methods of an experiment, into one Parquet each.
+
+
+rule aggregate_method:
+    input:
+        experiment_runs,
+    output:
+        "results/aggregate/{experiment}/{method}.parquet",
+    log:
+        "logs/aggregate/{experiment}/{method}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro aggregate --out {output} {input} > {log} 2>&1"
+
+
+rule aggregate_experiment:
+    input:
+        experiment_method_aggregates,
+    output:
+        "results/aggregate/{experiment}.parquet",
+    log:
+        "logs/aggregate/{experiment}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro aggregate --out {output} {input} > {log} 2>&1"

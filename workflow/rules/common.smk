@@ -1,0 +1,73 @@
+# Config validation, wildcard constraints and the functions the rules use.
+# Logic lives in the pflrepro package; this file only adapts it to Snakemake.
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version, validate
+
+import pflrepro.workflow as W
+import pflrepro.config as C
+
+min_version("9.0")
+
+validate(config, "../schemas/config.schema.yaml", set_default=False)
+try:
+    CFG = C.parse(config)
+except C.ConfigError as err:
+    raise WorkflowError(f"Invalid config: {err}") from None
+
+ENV = "../../environment.yml"
+
+
+wildcard_constraints:
+    experiment=W.alternation(CFG.experiments),
+    method=W.alternation(CFG.methods),
+    dataset=W.alternation(W.dataset_names()),
+    partition=r"[^/]+",
+    split=r"\d+",
+    seed=r"\d+",
+
+
+def all_targets():
+    return W.all_targets(CFG)
+
+
+def run_spec(wildcards):
+    return W.run_spec_json(CFG, wildcards)
+
+
+def partition_spec(wildcards):
+    return W.partition_spec_json(CFG, wildcards)
+
+
+def experiment_runs(wildcards):
+    return W.run_paths(CFG, wildcards.experiment, wildcards.method)
+
+
+def experiment_method_aggregates(wildcards):
+    return W.method_aggregate_paths(CFG, wildcards.experiment)
+
+
+def experiment_input(name):
+    return lambda wildcards: W.experiment_path(CFG, wildcards, name)
+
+
+def train_resources(name):
+    return lambda wildcards: W.train_resource(CFG, wildcards, name)
+
+
+def mirrors(wildcards):
+    return W.mirror_args(CFG, wildcards.dataset)
+
+
+def methods_order(wildcards):
+    return " ".join(CFG.experiments[wildcards.experiment].methods)
+
+
+def weights_method(wildcards):
+    return W.weights_method(CFG, wildcards.experiment)
+
+
+def weights_aggregate(wildcards):
+    return W.METHOD_AGGREGATE.format(
+        experiment=wildcards.experiment, method=weights_method(wildcards)
+    )

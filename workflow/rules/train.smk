@@ -1,0 +1,28 @@
+# Training stage: one job per experiment x partition x method x split seed x training seed.
+# `params.spec` holds everything that determines the numbers (hyperparameters, training
+# settings, a digest of the method's code), so Snakemake reruns exactly the jobs whose
+# spec changed.
+
+
+rule train:
+    input:
+        meta=experiment_input("meta"),
+        partition=experiment_input("partition"),
+    output:
+        "results/runs/{experiment}/{partition}/{method}/split{split}-seed{seed}.parquet",
+    params:
+        spec=run_spec,
+    threads: 1
+    resources:
+        gpu=train_resources("gpu"),
+        mem_mb=train_resources("mem_mb"),
+        runtime=train_resources("runtime"),
+    log:
+        "logs/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.tsv"
+    conda:
+        ENV
+    shell:
+        "pflrepro train --spec {params.spec:q} --data {input.meta} --partition {input.partition}"
+        " --threads {threads} --out {output} > {log} 2>&1"
