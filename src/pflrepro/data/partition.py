@@ -101,7 +101,8 @@ class Partitioner(ABC):
             raise AssertionError(f"{self.scheme} produced {len(assignment.indices)} clients, "
                                  f"expected {self.clients}")
         frames = []
-        for client, (idx, group) in enumerate(zip(assignment.indices, assignment.groups, strict=True)):
+        pairs = zip(assignment.indices, assignment.groups, strict=True)
+        for client, (idx, group) in enumerate(pairs):
             idx = np.asarray(idx, dtype=np.int64)
             rng = numpy_generator(seed, -1, client, "train_test_split")
             perm = rng.permutation(len(idx))
