@@ -62,14 +62,31 @@ class FederatedData:
     @classmethod
     def build(cls, dataset: ArrayDataset, partition: pd.DataFrame,
               device: torch.device) -> FederatedData:
-        """Normalise the images and turn the partition table into index tensors."""
+        """Normalise the images and turn the partition table into index tensors.
+
+        Optional per-row columns of the partition table transform their data-set row:
+        ``rotation`` (degrees, a multiple of 90) turns the image counter-clockwise by
+        ``rotation / 90`` quarter turns (``torch.rot90`` over H, W; square images only)
+        and ``target`` replaces the row's label. A data-set row listed twice must carry
+        the same values both times (partitioners use each row once).
+        """
         meta = dataset.meta
-        used = np.unique(partition["index"].to_numpy())
+        index = partition["index"].to_numpy()
+        used, first, inverse = np.unique(index, return_index=True, return_inverse=True)
         x = torch.from_numpy(np.asarray(dataset.x[used], dtype=np.float32)) / meta.max_value
+        if "rotation" in partition:
+            x = _rotate(x, _per_used_row(partition, "rotation", first, inverse))
         mean = torch.tensor(meta.mean, dtype=torch.float32).view(1, -1, 1, 1)
         std = torch.tensor(meta.std, dtype=torch.float32).clamp_min(1e-6).view(1, -1, 1, 1)
         x = ((x - mean) / std).to(device)
-        y = torch.from_numpy(np.asarray(dataset.y[used], dtype=np.int64)).to(device)
+        if "target" in partition:
+            labels = _per_used_row(partition, "target", first, inverse).astype(np.int64)
+            if labels.size and not 0 <= labels.min() <= labels.max() < meta.num_classes:
+                raise ValueError(f"partition column 'target' must lie in "
+                                 f"0..{meta.num_classes - 1}")
+        else:
+            labels = np.asarray(dataset.y[used], dtype=np.int64)
+        y = torch.from_numpy(labels).to(device)
         # remap data set rows to rows of the resident tensor
         position = pd.Series(np.arange(len(used)), index=used)
         clients = int(partition["client"].max()) + 1
@@ -84,6 +101,32 @@ class FederatedData:
             groups.append(int(rows["group"].iloc[0]))
         return cls(x=x, y=y, train=tuple(train), test=tuple(test), groups=tuple(groups),
                    num_classes=meta.num_classes)
+
+
+def _per_used_row(partition: pd.DataFrame, column: str, first: np.ndarray,
+                  inverse: np.ndarray) -> np.ndarray:
+    """``column``'s value for each distinct data-set row (``np.unique`` order)."""
+    values = partition[column].to_numpy()
+    per_row = values[first]
+    if not np.array_equal(per_row[inverse.reshape(-1)], values):
+        raise ValueError(f"partition gives a data-set row two different {column!r} values")
+    return per_row
+
+
+def _rotate(x: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:
+    """Turn each image ``x[i]`` counter-clockwise by ``degrees[i]`` (multiples of 90)."""
+    degrees = degrees.astype(np.int64)
+    if np.any(degrees % 90 != 0):
+        raise ValueError("partition column 'rotation' must hold multiples of 90 degrees")
+    quarters = torch.from_numpy((degrees // 90) % 4)
+    if bool((quarters != 0).any()) and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"rotation needs square images, got H x W = "
+                         f"{x.shape[-2]} x {x.shape[-1]}")
+    for q in (1, 2, 3):
+        rows = (quarters == q).nonzero().flatten()
+        if len(rows):
+            x[rows] = torch.rot90(x[rows], q, dims=(2, 3))
+    return x
 
 
 class Engine:

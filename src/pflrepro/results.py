@@ -104,8 +104,22 @@ class MetricLog:
 
 
 def git_revision(path: str | Path | None = None) -> str:
-    """The git commit of the source tree (``+dirty`` when it has uncommitted changes)."""
-    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    """The git commit of the code that ran (``+dirty`` with uncommitted changes).
+
+    Looks at ``path`` if given, else at this package's source directory (an editable
+    install lives in the repository), then at the working directory (Snakemake runs
+    jobs in the workflow's directory); ``unknown`` when none is in a git checkout.
+    """
+    candidates = [Path(path)] if path is not None else [Path(__file__).resolve().parent,
+                                                       Path.cwd()]
+    for where in candidates:
+        rev = _git_revision_at(where)
+        if rev != "unknown":
+            return rev
+    return "unknown"
+
+
+def _git_revision_at(where: Path) -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
                              text=True, check=True, timeout=10).stdout.strip()

@@ -12,10 +12,17 @@ split     string   ``"train"`` or ``"test"``
 group     int32    the client's distribution id (``-1`` when none)
 ========  =======  ==================================================
 
-Each sample is used at most once. Subclasses implement :meth:`Partitioner.assign`
-(which samples go to which client); the per-client train/test split is shared and
-happens here. Partitioners register by their ``scheme`` name; the config schema's
-list of schemes comes from :data:`PARTITIONERS`.
+plus any per-row columns a scheme adds (:attr:`Assignment.columns`), e.g.
+``rotation`` (``int16`` degrees) or ``target`` (``int64`` label to train on).
+
+Each sample is used at most once, so a per-row column is a well-defined transform
+of that data-set row. Subclasses implement :meth:`Partitioner.assign` (which samples
+go to which client); the per-client train/test split is shared and happens here.
+Schemes that need per-sample arrays besides the labels (FEMNIST writer ids,
+Office-Home domains) read them from ``extras`` (see
+:func:`pflrepro.data.store.load_extras`) with :func:`require_extra`.
+Partitioners register by their ``scheme`` name; the config schema's list of
+schemes comes from :data:`PARTITIONERS`.
 """
 
 from __future__ import annotations
@@ -23,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -37,6 +44,8 @@ from pflrepro.seeding import numpy_generator
 
 PARTITIONERS: dict[str, type[Partitioner]] = {}
 METADATA_KEY = b"pflrepro.partition"
+#: Columns every partition table has; :attr:`Assignment.columns` may not reuse them.
+BASE_COLUMNS = ("client", "index", "split", "group")
 
 P = TypeVar("P", bound="type[Partitioner]")
 
@@ -51,10 +60,15 @@ def register_partitioner(cls: P) -> P:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Which samples each client holds, and each client's distribution id."""
+    """Which samples each client holds, and each client's distribution id.
+
+    ``columns`` maps an extra column name to one array per client, aligned with that
+    client's ``indices`` (one value per sample; its dtype is kept in the table).
+    """
 
     indices: list[np.ndarray]
     groups: list[int]
+    columns: Mapping[str, Sequence[np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,13 @@ class Partitioner(ABC):
                              f"got {self.test_fraction}")
 
     @abstractmethod
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
-        """Return the samples of each client; must use only generators from ``seed``."""
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
+        """Return the samples of each client; must use only generators from ``seed``.
+
+        ``extras`` holds per-sample arrays besides the labels (``writer``, ``domain``),
+        each of length ``len(labels)``; schemes that do not need them ignore them.
+        """
 
     # ------------------------------------------------------------------ shared
     @property
@@ -93,13 +112,25 @@ class Partitioner(ABC):
         """The config mapping that rebuilds this partitioner."""
         return {"scheme": self.scheme, **dataclasses.asdict(self)}
 
-    def split(self, labels: np.ndarray, num_classes: int, seed: int) -> pd.DataFrame:
-        """Assign samples to clients, then split each client's samples into train/test."""
+    def split(self, labels: np.ndarray, num_classes: int, seed: int,
+              extras: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+        """Assign samples to clients, then split each client's samples into train/test.
+
+        ``extras`` (per-sample arrays such as ``writer`` or ``domain``) is passed on to
+        :meth:`assign`.
+        """
         labels = np.asarray(labels)
-        assignment = self.assign(labels, num_classes, seed)
+        assignment = self.assign(labels, num_classes, seed, extras=extras)
         if len(assignment.indices) != self.clients or len(assignment.groups) != self.clients:
             raise AssertionError(f"{self.scheme} produced {len(assignment.indices)} clients, "
                                  f"expected {self.clients}")
+        for name, per_client in assignment.columns.items():
+            if name in BASE_COLUMNS:
+                raise AssertionError(f"{self.scheme}: extra column {name!r} clashes with a "
+                                     f"base column")
+            if len(per_client) != self.clients:
+                raise AssertionError(f"{self.scheme}: column {name!r} has {len(per_client)} "
+                                     f"clients, expected {self.clients}")
         frames = []
         pairs = zip(assignment.indices, assignment.groups, strict=True)
         for client, (idx, group) in enumerate(pairs):
@@ -109,17 +140,42 @@ class Partitioner(ABC):
             n_test = test_size(len(idx), self.test_fraction)
             split = np.full(len(idx), "train", dtype=object)
             split[perm[:n_test]] = "test"
-            frames.append(pd.DataFrame({
+            columns: dict[str, np.ndarray] = {
                 "client": np.full(len(idx), client, dtype=np.int32),
                 "index": idx,
                 "split": split,
                 "group": np.full(len(idx), group, dtype=np.int32),
-            }))
+            }
+            for name, per_client in assignment.columns.items():
+                values = np.asarray(per_client[client])
+                if values.shape != idx.shape:
+                    raise AssertionError(f"{self.scheme}: column {name!r} of client {client} "
+                                         f"has shape {values.shape}, expected {idx.shape}")
+                columns[name] = values
+            frames.append(pd.DataFrame(columns))
         frame = pd.concat(frames, ignore_index=True)
         frame["split"] = frame["split"].astype("string")
         if frame["index"].duplicated().any():
             raise AssertionError(f"{self.scheme} assigned a sample to two clients")
         return frame
+
+
+def require_extra(extras: Mapping[str, np.ndarray] | None, name: str, n: int,
+                  message: str) -> np.ndarray:
+    """Return ``extras[name]`` as an ``int64`` array of length ``n``.
+
+    Raises :class:`ValueError` with ``message`` when the array is absent, and a
+    shape error when it does not hold one integer per sample.
+    """
+    if extras is None or name not in extras:
+        raise ValueError(message)
+    values = np.asarray(extras[name])
+    if values.shape != (n,):
+        raise ValueError(f"extra array {name!r} has shape {values.shape}, expected ({n},): "
+                         "one value per sample")
+    if values.size and not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(f"extra array {name!r} must hold integers, got {values.dtype}")
+    return values.astype(np.int64, copy=False)
 
 
 def test_size(n: int, fraction: float) -> int:
@@ -202,6 +258,8 @@ def _json_type(annotation: Any) -> dict[str, Any]:
         return {"type": "boolean"}
     if text in ("str", "<class 'str'>"):
         return {"type": "string"}
+    if text == "tuple[int, ...]":
+        return {"type": "array", "items": {"type": "integer"}, "minItems": 1}
     return {}
 
 

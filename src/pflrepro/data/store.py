@@ -5,7 +5,9 @@ A prepared data set is a directory holding
 * ``x.npy``: ``uint8`` images, shape ``(N, C, H, W)``;
 * ``y.npy``: ``int64`` labels in ``[0, num_classes)``, shape ``(N,)``;
 * ``meta.json``: name, number of classes, image shape, normalisation constants
-  and the SHA-256 of both arrays.
+  and the SHA-256 of both arrays;
+* optionally extra per-sample arrays ``<name>.npy`` (``writer.npy`` for FEMNIST,
+  ``domain.npy`` for Office-Home), read by :func:`load_extras`.
 
 Arrays are plain ``.npy`` files (never pickled) and open memory-mapped, so the
 engine reads a large set once into memory and a small job reads only what it needs.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +26,10 @@ import numpy as np
 from pflrepro.io import atomic_path, write_text
 
 FORMAT_VERSION = 1
+#: Images per chunk when computing the normalisation constants.
+STATS_CHUNK = 8192
+#: Array files that are not extras.
+_CORE_ARRAYS = ("x.npy", "y.npy")
 
 
 @dataclass(frozen=True)
@@ -81,13 +88,13 @@ def write_dataset(
         with atomic_path(directory / fname) as tmp:
             with tmp.open("wb") as fh:
                 np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
-    scaled = x.astype(np.float64) / max_value
+    mean, std = channel_stats(x, max_value)
     meta = DatasetMeta(
         name=name,
         num_classes=int(num_classes),
         shape=tuple(int(s) for s in x.shape[1:]),  # type: ignore[arg-type]
-        mean=tuple(float(v) for v in scaled.mean(axis=(0, 2, 3))),
-        std=tuple(float(v) for v in scaled.std(axis=(0, 2, 3))),
+        mean=mean,
+        std=std,
         max_value=int(max_value),
         size=int(len(x)),
         x_sha256=_sha256(directory / "x.npy"),
@@ -98,14 +105,69 @@ def write_dataset(
     return meta
 
 
+def channel_stats(x: np.ndarray, max_value: int, *,
+                  chunk: int = STATS_CHUNK) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and (population) std of ``x / max_value``, ``x`` uint8 ``(N, C, H, W)``.
+
+    Reads ``chunk`` images at a time and accumulates the exact integer sums of the
+    pixel values and of their squares (``255**2`` fits in ``uint16``; a chunk's sum
+    fits in ``int64``, the running totals are Python integers), so memory stays at a
+    few chunk-sized buffers instead of a float64 copy of the whole array. The mean
+    ``S / (n m)`` and variance ``(n Q - S**2) / (n m)**2`` are then formed from Python
+    integers, which rounds once: the result is the correctly rounded value, within
+    1e-15 of NumPy's two-pass float64 ``mean``/``std``.
+    """
+    if x.dtype != np.uint8 or x.ndim != 4:
+        raise ValueError(f"x must be uint8 of shape (N, C, H, W), got {x.dtype} {x.shape}")
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    channels = x.shape[1]
+    total = [0] * channels  # Python ints: exact, never overflow
+    squares = [0] * channels
+    for start in range(0, len(x), chunk):
+        block = np.asarray(x[start:start + chunk])
+        wide = block.astype(np.uint16)
+        np.square(wide, out=wide)
+        for c in range(channels):
+            total[c] += int(block[:, c].sum(dtype=np.int64))
+            squares[c] += int(wide[:, c].sum(dtype=np.int64))
+    n = len(x) * x.shape[2] * x.shape[3]
+    if n == 0:
+        nan = tuple(float("nan") for _ in range(channels))
+        return nan, nan
+    scale = n * int(max_value)
+    mean = tuple(s / scale for s in total)
+    std = tuple(math.sqrt((n * q - s * s) / scale**2) for s, q in zip(total, squares, strict=True))
+    return mean, std
+
+
+def _directory(directory: str | Path) -> Path:
+    directory = Path(directory)
+    return directory.parent if directory.name == "meta.json" else directory
+
+
+def load_extras(directory: str | Path) -> dict[str, np.ndarray]:
+    """Open every extra per-sample array ``<name>.npy`` of a prepared data set.
+
+    Returns ``{name: array}`` (memory-mapped, never unpickled) for each ``.npy`` file
+    beside ``x.npy``/``y.npy`` other than those two, e.g. ``{"writer": ...}`` for
+    FEMNIST and ``{"domain": ...}`` for Office-Home; empty for most data sets.
+    ``directory`` may also be the data set's ``meta.json``.
+    """
+    directory = _directory(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} not found: prepare the data set first")
+    return {path.stem: np.load(path, mmap_mode="r", allow_pickle=False)
+            for path in sorted(directory.glob("*.npy"))
+            if path.name not in _CORE_ARRAYS and not path.name.startswith(".")}
+
+
 def load_dataset(directory: str | Path, *, verify: bool = False) -> ArrayDataset:
     """Open a prepared data set memory-mapped; ``verify`` re-checks both SHA-256 sums.
 
     ``directory`` may also be the data set's ``meta.json`` (what the workflow passes).
     """
-    directory = Path(directory)
-    if directory.name == "meta.json":
-        directory = directory.parent
+    directory = _directory(directory)
     meta_path = directory / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} not found: prepare the data set first")

@@ -68,7 +68,8 @@ class DirichletPartitioner(Partitioner):
             raise ValueError(f"dirichlet: min_samples must be >= 2 (one train and one test "
                              f"sample), got {self.min_samples}")
 
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
         """Draw the client-by-class count table, repair it, then hand out samples."""
         if labels.size and not 0 <= labels.min() <= labels.max() < num_classes:
             raise ValueError(f"dirichlet: labels must lie in 0..{num_classes - 1}")

@@ -7,6 +7,7 @@ noise, and client sizes differ by at most one sample.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,7 +28,8 @@ class IIDPartitioner(Partitioner):
 
     scheme: ClassVar[str] = "iid"
 
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
         """Return near-equal random parts of ``range(len(labels))``."""
         n = len(labels)
         if n < 2 * self.clients:

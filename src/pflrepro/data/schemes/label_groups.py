@@ -63,7 +63,8 @@ class LabelGroupsPartitioner(Partitioner):
             raise ValueError(f"label_groups: alpha must be 0 (equal shares) or > 0, "
                              f"got {self.alpha}")
 
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
         """Split labels into groups, clients into groups, then each group's samples."""
         if self.groups > num_classes:
             raise ValueError(f"label_groups: more groups ({self.groups}) than labels "

@@ -56,7 +56,8 @@ class PathologicalPartitioner(Partitioner):
             raise ValueError(f"pathological: classes_per_client must be >= 1, "
                              f"got {self.classes_per_client}")
 
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
         """Cut label-sorted samples into shards and deal them to clients."""
         if self.classes_per_client > num_classes:
             raise ValueError(f"pathological: classes_per_client ({self.classes_per_client}) "

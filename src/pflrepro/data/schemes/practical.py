@@ -67,7 +67,8 @@ class PracticalPartitioner(Partitioner):
             raise ValueError(f"practical: samples_per_client must be 0 (as many as possible) "
                              f"or >= 2, got {self.samples_per_client}")
 
-    def assign(self, labels: np.ndarray, num_classes: int, seed: int) -> Assignment:
+    def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
+               extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
         """Pick groups and dominant classes, size the clients, then hand out samples."""
         if self.groups > num_classes:
             raise ValueError(f"practical: more groups ({self.groups}) than classes "

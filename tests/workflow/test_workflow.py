@@ -1,0 +1,195 @@
+"""End to end: the Snakemake workflow on a tiny config in a temporary directory.
+
+One module-scoped run builds everything; the tests then check outputs, dry runs
+after changes (stale-only recompute), determinism, single-figure targets and config
+errors. The package source is copied into the temporary directory and put first on
+PYTHONPATH, so a test can edit an algorithm's file without touching the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = Path(__file__).with_name("config.yaml")
+RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
+
+pytestmark = pytest.mark.workflow
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(workdir / "src")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
+           "--replace-workflow-config", "--cores", "2", *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def new_workdir(tmp: Path, config: dict | None = None) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "src", tmp / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    if config is None:
+        shutil.copy(TINY, tmp / "config.yaml")
+    else:
+        (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+    return tmp
+
+
+def planned_jobs(proc: subprocess.CompletedProcess) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job in a dry run's output."""
+    jobs: list[tuple[str, dict[str, str]]] = []
+    text = proc.stdout + proc.stderr
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", text):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not m:
+            continue
+        wc = re.search(r"wildcards: (.*)", block)
+        wildcards = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
+        jobs.append((m.group(1), wildcards))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = new_workdir(tmp_path_factory.mktemp("wf") / "run")
+    snakemake(work)
+    return work
+
+
+def test_outputs_exist(built: Path) -> None:
+    runs = sorted((built / "results/runs/tiny").rglob("*.parquet"))
+    assert len(runs) == RUNS
+    for name in ("tiny.md", "tiny.tex", "tiny.csv"):
+        assert (built / "results/tables" / name).stat().st_size > 0
+    for name in ("tiny-accuracy.pdf", "tiny-accuracy.png", "tiny-weights.pdf",
+                 "tiny-weights.png"):
+        assert (built / "figures" / name).stat().st_size > 0
+    assert (built / "results/partitions/digits").is_dir()
+    logs = list((built / "logs/train").rglob("*.log"))
+    assert len(logs) == RUNS
+    bench = list((built / "results/benchmarks/train").rglob("*.tsv"))
+    assert len(bench) == RUNS
+
+
+def test_aggregate_has_every_run_and_config_columns(built: Path) -> None:
+    agg = pd.read_parquet(built / "results/aggregate/tiny.parquet")
+    runs = agg.groupby(["partition", "method", "split_seed", "train_seed"]).ngroups
+    assert runs == RUNS
+    for col in ("experiment", "dataset", "partition", "method", "algorithm", "params",
+                "split_seed", "train_seed", "package_version", "git_revision"):
+        assert col in agg.columns
+        assert agg[col].notna().all()
+    assert set(agg["method"]) == {"local", "fedavg", "fedavg_plus", "federico"}
+    weights = agg[agg["metric"] == "weight"]
+    assert set(weights["method"]) == {"federico"}
+    # FedeRiCo's weights of each client sum to 1 at every logged round
+    sums = weights.groupby(["partition", "train_seed", "round", "client"])["value"].sum()
+    assert sums.sub(1).abs().max() < 1e-6
+    table = pd.read_csv(built / "results/tables/tiny.csv")
+    assert len(table) == 4 * 2
+    assert (table["n"] == 2).all()
+
+
+def test_nothing_to_do_after_a_full_run(built: Path) -> None:
+    proc = snakemake(built, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def _assert_only_federico_reruns(proc: subprocess.CompletedProcess) -> None:
+    jobs = planned_jobs(proc)
+    rules = Counter(rule for rule, _ in jobs)
+    assert rules["train"] == RUNS // 4, jobs
+    assert {w["method"] for r, w in jobs if r == "train"} == {"federico"}
+    assert {w["method"] for r, w in jobs if r == "aggregate_method"} == {"federico"}
+    assert not {"prepare_data", "partition"} & set(rules), rules
+    assert set(rules) <= {"train", "aggregate_method", "aggregate_experiment", "table",
+                          "plot_accuracy", "plot_weights", "all"}, rules
+
+
+def test_changing_a_federico_hyperparameter_reruns_only_federico(built: Path) -> None:
+    original = (built / "config.yaml").read_text()
+    config = yaml.safe_load(original)
+    config["methods"]["federico"]["beta"] = 0.3
+    (built / "config.yaml").write_text(yaml.safe_dump(config))
+    try:
+        _assert_only_federico_reruns(snakemake(built, "-n"))
+    finally:
+        (built / "config.yaml").write_text(original)
+    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+
+
+def test_editing_federico_source_reruns_only_federico(built: Path) -> None:
+    source = built / "src/pflrepro/algorithms/federico.py"
+    original = source.read_text()
+    source.write_text(original + "\n# an edit\n")
+    try:
+        _assert_only_federico_reruns(snakemake(built, "-n"))
+    finally:
+        source.write_text(original)
+
+
+def test_same_seed_gives_identical_parquet(built: Path) -> None:
+    target = "results/runs/tiny/" + next(
+        p.relative_to(built / "results/runs/tiny").as_posix()
+        for p in sorted((built / "results/runs/tiny").rglob("federico/split0-seed0.parquet")))
+    first = (built / target).read_bytes()
+    snakemake(built, "--force", target, "--allowed-rules", "train")
+    assert (built / target).read_bytes() == first
+
+
+def test_lint_is_clean(built: Path) -> None:
+    proc = snakemake(built, "--lint", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Congratulations" in out and "Lints for" not in out, out
+
+
+def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
+    work = new_workdir(tmp_path / "fig")
+    jobs = planned_jobs(snakemake(work, "-n", "figures/tiny-weights.pdf"))
+    rules = Counter(rule for rule, _ in jobs)
+    assert {w["method"] for r, w in jobs if r == "train"} == {"federico"}
+    assert rules["train"] == RUNS // 4
+    assert "table" not in rules and "plot_accuracy" not in rules
+    snakemake(work, "figures/tiny-weights.pdf")
+    assert (work / "figures/tiny-weights.pdf").stat().st_size > 0
+    assert not (work / "figures/tiny-accuracy.pdf").exists()
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda c: c.update(colour="blue"), "colour"),
+    (lambda c: c["training"].update(rounds="ten"), "ten"),
+    (lambda c: c["training"].update(learning_rate=0.1), "learning_rate"),
+    (lambda c: c["methods"].update(magic={"algorithm": "magic"}), "magic"),
+    (lambda c: c["methods"]["federico"].update(epsilon=2.0), "epsilon"),
+    (lambda c: c["methods"]["federico"].update(gamma=1.0), "gamma"),
+    (lambda c: c["experiments"]["tiny"].update(methods=["local", "fedsgd"]), "fedsgd"),
+    (lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet"),
+    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20), "groups"),
+])
+def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
+    config = yaml.safe_load(TINY.read_text())
+    mutate(config)
+    work = new_workdir(tmp_path / "bad", config)
+    proc = snakemake(work, "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert message in out, out
+    assert "rule train" not in out
+    assert not (work / "results").exists()
