@@ -89,7 +89,7 @@ def test_parse_hyper_rejects_negative_finetune_epochs():
 
 @pytest.mark.xfail(strict=True, reason="finetune_epochs=0 is accepted by parse_hyper, but "
                                        "predict then calls Engine.batches with 0 steps, "
-                                       "whose torch.cat([]) raises RuntimeError")
+                                       "where torch.cat([]) raises ValueError")
 def test_zero_finetune_epochs_is_rejected_or_means_no_tuning():
     try:
         hp = parse_hyper(FedAvgPlus, {"finetune_epochs": 0})

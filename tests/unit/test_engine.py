@@ -244,6 +244,18 @@ def test_local_train_matches_manual_sgd(client):
     assert_params_close(new, ref)
 
 
+@pytest.mark.xfail(strict=True, reason="Engine.batches(steps=0) calls torch.cat([]) and "
+                                       "raises ValueError, although local_train divides by "
+                                       "max(len(batches), 1) as if 0 steps were allowed")
+def test_local_train_with_zero_steps_is_a_no_op():
+    e = make_engine()
+    params = e.init_params(0)
+    assert e.batches(0, 1, "local", 0) == []
+    new, opt, loss = e.local_train(params, e.init_opt(params), 0, 1, steps=0)
+    assert_params_close(new, params, atol=0, rtol=0)
+    assert loss == 0.0
+
+
 # ---------------------------------------------------------------------- FederatedData.build
 
 # 8 images of shape (1, 1, 2), values 0 or 4 with max_value 4: on the [0, 1] scale
