@@ -1,0 +1,67 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pflrepro.cli import main
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "digits"
+    assert main(["prepare", "--dataset", "digits", "--out", str(out), "--raw",
+                 str(out.parent / "raw")]) == 0
+    return out
+
+
+def test_prepare_partition_train_aggregate_table(digits: Path, tmp_path: Path) -> None:
+    part = tmp_path / "p.parquet"
+    spec = {"scheme": "label_groups", "clients": 4, "groups": 2}
+    assert main(["partition", "--data", str(digits / "meta.json"), "--dataset", "digits",
+                 "--spec", json.dumps(spec), "--seed", "0", "--out", str(part)]) == 0
+    frame = pd.read_parquet(part)
+    assert sorted(frame["client"].unique()) == [0, 1, 2, 3]
+    run_spec = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
+                "algorithm": "fedavg", "params": {}, "split_seed": 0, "train_seed": 0,
+                "training": {"rounds": 1, "model": "mlp", "model_options": {"hidden": []},
+                             "device": "cpu"}}
+    run = tmp_path / "run.parquet"
+    assert main(["train", "--spec", json.dumps(run_spec), "--data", str(digits),
+                 "--partition", str(part), "--out", str(run)]) == 0
+    agg = tmp_path / "agg.parquet"
+    assert main(["aggregate", "--out", str(agg), str(run)]) == 0
+    assert len(pd.read_parquet(agg)) == len(pd.read_parquet(run))
+    md, tex, csv = (tmp_path / f"t.{e}" for e in ("md", "tex", "csv"))
+    assert main(["table", "--aggregate", str(agg), "--md", str(md), "--tex", str(tex),
+                 "--csv", str(csv)]) == 0
+    assert "fedavg" in md.read_text()
+
+
+def test_known_errors_return_1_with_a_message(digits: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["partition", "--data", str(digits), "--dataset", "digits", "--spec",
+                 json.dumps({"scheme": "nope", "clients": 2}), "--seed", "0", "--out",
+                 str(tmp_path / "x.parquet")])
+    assert code == 1
+    assert "unknown partition scheme 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_train_rejects_unknown_spec_key(digits: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--spec", json.dumps({"bogus": 1}), "--data", str(digits),
+                 "--partition", "x", "--out", str(tmp_path / "r.parquet")])
+    assert code == 1
+    assert "bogus" in capsys.readouterr().err
+
+
+def test_unknown_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prepare", "--dataset", "imagenet", "--out", str(tmp_path / "o"),
+                 "--raw", str(tmp_path / "r")]) == 1
+    assert "unknown data set 'imagenet'" in capsys.readouterr().err
+
+
+def test_schema_prints_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    assert "additionalProperties: false" in capsys.readouterr().out

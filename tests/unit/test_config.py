@@ -1,0 +1,89 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pflrepro.config import ConfigError, RunKey, code_digest, parse
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+
+
+def test_parse_tiny_config() -> None:
+    cfg = parse(TINY)
+    exp = cfg.experiments["tiny"]
+    assert exp.dataset == "digits"
+    assert exp.methods == ("local", "fedavg", "fedavg_plus", "federico")
+    assert [p.scheme for p in exp.partitions] == ["label_groups", "dirichlet"]
+    assert exp.training.rounds == 3 and exp.training.model == "mlp"
+    assert cfg.methods["federico"].params == {"beta": 0.6}
+    # 2 partitions x 4 methods x 1 split x 2 seeds
+    assert len(list(cfg.runs("tiny"))) == 16
+    assert len(list(cfg.runs("tiny", "federico"))) == 4
+    assert len(list(cfg.partitions())) == 2
+
+
+def test_experiment_training_overrides_defaults() -> None:
+    raw = copy.deepcopy(TINY)
+    raw["experiments"]["tiny"]["training"] = {"rounds": 7}
+    exp = parse(raw).experiments["tiny"]
+    assert exp.training.rounds == 7
+    assert exp.training.batch_size == 32  # from the defaults
+
+
+def test_run_spec_holds_only_its_method() -> None:
+    cfg = parse(TINY)
+    pid = cfg.experiments["tiny"].partitions[0].id
+    spec = cfg.run_spec(RunKey("tiny", pid, "federico", 0, 1))
+    assert spec["algorithm"] == "federico" and spec["params"] == {"beta": 0.6}
+    assert spec["train_seed"] == 1 and spec["training"]["rounds"] == 3
+    other = cfg.run_spec(RunKey("tiny", pid, "fedavg", 0, 1))
+    assert other["params"] == {}
+    # changing FedeRiCo's hyperparameter leaves FedAvg's spec unchanged
+    raw = copy.deepcopy(TINY)
+    raw["methods"]["federico"]["beta"] = 0.1
+    cfg2 = parse(raw)
+    assert cfg2.run_spec(RunKey("tiny", pid, "fedavg", 0, 1)) == other
+    assert cfg2.run_spec(RunKey("tiny", pid, "federico", 0, 1)) != spec
+
+
+def test_code_digest_differs_by_algorithm_and_includes_bases() -> None:
+    assert code_digest("federico") != code_digest("fedavg")
+    assert code_digest("fedavg") == code_digest("fedavg")
+    assert len(code_digest("local")) == 16
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("methods", "x"), {"algorithm": "nope"}, "methods.x"),
+    (("methods", "federico"), {"algorithm": "federico", "epsilon": 3.0}, "epsilon"),
+    (("experiments", "tiny", "dataset"), "imagenet", "experiments.tiny.dataset"),
+    (("experiments", "tiny", "methods"), ["ghost"], "ghost"),
+    (("experiments", "tiny", "partitions"), [{"scheme": "nope", "clients": 2}],
+     "partitions[0]"),
+    (("experiments", "tiny", "training"), {"rounds": 0}, "rounds"),
+    (("experiments", "tiny", "training"), {"colour": 1}, "colour"),
+    (("data",), {"mirrors": {"imagenet": ["x"]}}, "data.mirrors.imagenet"),
+])
+def test_errors_name_the_key(path: tuple[str, ...], value: object, message: str) -> None:
+    raw = copy.deepcopy(TINY)
+    node = raw
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse(raw)
+
+
+def test_duplicate_partition_rejected() -> None:
+    raw = copy.deepcopy(TINY)
+    p = raw["experiments"]["tiny"]["partitions"][0]
+    raw["experiments"]["tiny"]["partitions"] = [p, dict(p)]
+    with pytest.raises(ConfigError, match="twice"):
+        parse(raw)
+
+
+def test_repository_configs_parse() -> None:
+    for path in ("config.yaml", "config/demo.yaml"):
+        cfg = parse(yaml.safe_load((REPO / path).read_text()))
+        assert cfg.experiments
