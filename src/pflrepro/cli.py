@@ -7,7 +7,9 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro train     --spec JSON --data DIR --partition P --out RUN.parquet
     pflrepro aggregate --out AGG.parquet RUN.parquet ...
     pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
+    pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
     pflrepro plot      accuracy|weights --aggregate AGG.parquet --pdf F.pdf --png F.png
+    pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
     pflrepro schema    [--write]
 """
 
@@ -19,6 +21,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("pflrepro")
 
@@ -45,6 +48,37 @@ def _partition(args: argparse.Namespace) -> None:
                     seed=args.seed)
     summary = summary_stats(partition_stats(frame, labels, dataset.meta.num_classes))
     log.info("partition %s (split seed %d): %s", partitioner.id, args.seed, summary)
+
+
+def _partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
+    """The partition table, the label vector (``target`` column applied) and #classes."""
+    from pflrepro.data.partition import read_partition
+    from pflrepro.data.store import load_dataset
+
+    dataset = load_dataset(data)
+    frame, _ = read_partition(partition)
+    labels = dataset.y[:]
+    if "target" in frame.columns:  # schemes that relabel samples (label permutation)
+        import numpy as np
+
+        labels = np.array(labels, copy=True)
+        labels[frame["index"].to_numpy()] = frame["target"].to_numpy()
+    return frame, labels, dataset.meta.num_classes
+
+
+def _partition_stats(args: argparse.Namespace) -> None:
+    from pflrepro.data.stats import partition_stats, summary_stats
+    from pflrepro.io import write_csv, write_text
+
+    frame, labels, num_classes = _partition_labels(args.data, args.partition)
+    per_client = partition_stats(frame, labels, num_classes)
+    summary = summary_stats(per_client)
+    write_csv(per_client, args.csv)
+    lines = [f"# Partition statistics: {Path(args.partition).parent.name}, "
+             f"{Path(args.partition).stem}", "",
+             "| statistic | value |", "|:--|--:|"]
+    lines += [f"| {k} | {v} |" for k, v in summary.items()]
+    write_text(args.md, "\n".join(lines) + "\n")
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -87,6 +121,15 @@ def _plot(args: argparse.Namespace) -> None:
 
     from pflrepro.reporting import plots
 
+    needed = ("data", "partition") if args.kind == "labels" else ("aggregate",)
+    missing = [f"--{n}" for n in needed if getattr(args, n) is None]
+    if missing:
+        raise ValueError(f"plot {args.kind} needs {' '.join(missing)}")
+    if args.kind == "labels":
+        frame, labels, num_classes = _partition_labels(args.data, args.partition)
+        plots.plot_label_distribution(frame, labels, num_classes, args.pdf, args.png,
+                                      title=args.title)
+        return
     agg = pd.read_parquet(args.aggregate)
     if args.kind == "accuracy":
         plots.plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=args.methods or None)
@@ -152,9 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", nargs="*", help="row order")
     p.set_defaults(func=_table)
 
-    p = sub.add_parser("plot", help="draw a figure from an aggregate")
-    p.add_argument("kind", choices=["accuracy", "weights"])
-    p.add_argument("--aggregate", required=True)
+    p = sub.add_parser("partition-stats", help="per-client sizes and label counts")
+    p.add_argument("--data", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--csv", required=True, help="per-client table")
+    p.add_argument("--md", required=True, help="summary table")
+    p.set_defaults(func=_partition_stats)
+
+    p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
+    p.add_argument("kind", choices=["accuracy", "weights", "labels"])
+    p.add_argument("--aggregate", help="aggregated runs (accuracy, weights)")
+    p.add_argument("--data", help="prepared data set (labels)")
+    p.add_argument("--partition", help="partition file (labels)")
+    p.add_argument("--title", help="figure title (for 'labels')")
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
     p.add_argument("--method", default="federico", help="method whose weights to draw")

@@ -41,3 +41,9 @@ def write_parquet(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write ``frame`` to Parquet atomically, without the pandas index."""
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False, engine="pyarrow")
+
+
+def write_csv(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Write ``frame`` to CSV atomically, without the index."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)

@@ -20,6 +20,8 @@ METHOD_AGGREGATE = "results/aggregate/{experiment}/{method}.parquet"
 AGGREGATE = "results/aggregate/{experiment}.parquet"
 TABLE = "results/tables/{experiment}.{ext}"
 FIGURE = "figures/{experiment}-{kind}.{ext}"
+PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
+PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
 
 WEIGHTED_ALGORITHMS = ("federico",)  # methods whose client weights get a heatmap
 
@@ -58,9 +60,20 @@ def experiment_targets(cfg: WorkflowConfig, experiment: str) -> list[str]:
     return out
 
 
+def partition_targets(cfg: WorkflowConfig) -> list[str]:
+    """Statistics tables and label-distribution figures of every partition."""
+    out = []
+    for dataset, pid, split in cfg.partitions():
+        keys = {"dataset": dataset, "partition": pid, "split": split}
+        out += [PARTITION_STATS.format(**keys, kind=k) for k in ("clients.csv", "summary.md")]
+        out += [PARTITION_FIGURE.format(**keys, ext=ext) for ext in ("pdf", "png")]
+    return out
+
+
 def all_targets(cfg: WorkflowConfig) -> list[str]:
-    """Every table and figure of every experiment."""
-    return [t for name in cfg.experiments for t in experiment_targets(cfg, name)]
+    """Every table and figure of every experiment, and every partition's report."""
+    return [t for name in cfg.experiments for t in experiment_targets(cfg, name)] + \
+        partition_targets(cfg)
 
 
 def _key(wildcards: Any) -> RunKey:

@@ -25,7 +25,8 @@ BASE_FIELDS = {"clients", "test_fraction"}
 
 def test_all_schemes_registered():
     assert set(PARTITIONERS) == {"iid", "label_groups", "dirichlet", "pathological",
-                                 "practical"}
+                                 "practical", "rotation", "label_permutation", "natural",
+                                 "domains"}
 
 
 @pytest.mark.parametrize("scheme", sorted(PARTITIONERS))
@@ -36,7 +37,7 @@ def test_every_new_field_is_documented(scheme):
     props = schema_properties(cls)
     for name in new:
         assert props[name]["description"] == cls.docs[name]
-        assert props[name]["type"] in ("integer", "number")
+        assert props[name]["type"] in ("integer", "number", "array")
 
 
 def test_id_format():
@@ -132,7 +133,7 @@ def test_test_size_keeps_a_train_sample():
 class _Broken(Partitioner):
     scheme = "broken"
 
-    def assign(self, labels, num_classes, seed):
+    def assign(self, labels, num_classes, seed, *, extras=None):
         return Assignment(indices=[np.arange(2), np.arange(1, 3)], groups=[-1, -1])
 
 
@@ -140,7 +141,7 @@ class _Broken(Partitioner):
 class _Short(Partitioner):
     scheme = "short"
 
-    def assign(self, labels, num_classes, seed):
+    def assign(self, labels, num_classes, seed, *, extras=None):
         return Assignment(indices=[np.arange(2)], groups=[-1])
 
 

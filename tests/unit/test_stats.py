@@ -56,7 +56,13 @@ SPECS = [
     {"scheme": "dirichlet", "clients": 30, "alpha": 0.01},
     {"scheme": "pathological", "clients": 10},
     {"scheme": "practical", "clients": 10, "groups": 5},
+    {"scheme": "rotation", "clients": 10, "groups": 2, "angles": [0, 180]},
+    {"scheme": "label_permutation", "clients": 10, "groups": 3},
+    {"scheme": "natural", "clients": 10},
+    {"scheme": "domains", "clients": 10},
 ]
+#: per-sample arrays for the schemes that need them (others ignore them)
+EXTRAS = {"writer": np.arange(500) % 40, "domain": np.arange(500) % 4}
 
 
 def test_specs_cover_every_scheme():
@@ -67,7 +73,7 @@ def test_specs_cover_every_scheme():
 def test_every_scheme_has_no_empty_client(spec):
     labels = np.random.default_rng(0).permutation(np.repeat(np.arange(10), 50))
     p = from_spec(spec)
-    frame = p.split(labels, 10, seed=4)
+    frame = p.split(labels, 10, seed=4, extras=EXTRAS)
     stats = partition_stats(frame, labels, 10)
     assert len(stats) == p.clients
     assert (stats["n"] == stats["n_train"] + stats["n_test"]).all()

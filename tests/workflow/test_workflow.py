@@ -80,7 +80,12 @@ def test_outputs_exist(built: Path) -> None:
     for name in ("tiny-accuracy.pdf", "tiny-accuracy.png", "tiny-weights.pdf",
                  "tiny-weights.png"):
         assert (built / "figures" / name).stat().st_size > 0
-    assert (built / "results/partitions/digits").is_dir()
+    assert len(list((built / "results/partitions/digits").rglob("split0.parquet"))) == 2
+    assert len(list((built / "results/partitions/digits").rglob("split0-clients.csv"))) == 2
+    summaries = list((built / "results/partitions/digits").rglob("split0-summary.md"))
+    assert len(summaries) == 2
+    assert all("| empty_clients | 0 |" in p.read_text() for p in summaries)
+    assert len(list((built / "figures/partitions/digits").glob("*.png"))) == 2
     logs = list((built / "logs/train").rglob("*.log"))
     assert len(logs) == RUNS
     bench = list((built / "results/benchmarks/train").rglob("*.tsv"))
@@ -120,6 +125,7 @@ def _assert_only_federico_reruns(proc: subprocess.CompletedProcess) -> None:
     assert not {"prepare_data", "partition"} & set(rules), rules
     assert set(rules) <= {"train", "aggregate_method", "aggregate_experiment", "table",
                           "plot_accuracy", "plot_weights", "all"}, rules
+    assert not {"partition_stats", "plot_partition"} & set(rules), rules
 
 
 def test_changing_a_federico_hyperparameter_reruns_only_federico(built: Path) -> None:

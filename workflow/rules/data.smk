@@ -31,3 +31,36 @@ rule partition:
     shell:
         "pflrepro partition --data {input.meta} --dataset {wildcards.dataset}"
         " --spec {params.spec:q} --seed {wildcards.split} --out {output} > {log} 2>&1"
+
+
+rule partition_stats:
+    input:
+        meta="results/data/{dataset}/meta.json",
+        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+    output:
+        csv="results/partitions/{dataset}/{partition}/split{split}-clients.csv",
+        md="results/partitions/{dataset}/{partition}/split{split}-summary.md",
+    log:
+        "logs/partition_stats/{dataset}/{partition}/split{split}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro partition-stats --data {input.meta} --partition {input.partition}"
+        " --csv {output.csv} --md {output.md} > {log} 2>&1"
+
+
+rule plot_partition:
+    input:
+        meta="results/data/{dataset}/meta.json",
+        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+    output:
+        pdf="figures/partitions/{dataset}/{partition}-split{split}.pdf",
+        png="figures/partitions/{dataset}/{partition}-split{split}.png",
+    log:
+        "logs/plot_partition/{dataset}/{partition}/split{split}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro plot labels --data {input.meta} --partition {input.partition}"
+        " --title '{wildcards.dataset}: {wildcards.partition}, split {wildcards.split}'"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"

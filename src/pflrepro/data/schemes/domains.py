@@ -1,10 +1,13 @@
 """Domain partition: every client draws its data from one domain of a multi-domain set.
 
-FedeRiCo (Find Your Friends, Sec. 4 and its ablations) runs on Office-Home
-(Venkateswara et al. 2017) with "4 different data distributions": the four domains
-Art, Clipart, Product and Real World, which share the 65 classes but differ in
-style, a shift in ``p(x)``. The data set must carry a per-sample domain index,
-``extras["domain"]`` (``domain.npy`` of the prepared ``officehome``). Here:
+Office-Home (Venkateswara et al. 2017) has four domains, Art, Clipart, Product and
+Real World, that share the 65 classes but differ in style: taking each domain as
+one distribution gives a shift in ``p(x)`` between client groups. (FedeRiCo, Find
+Your Friends Sec. 4, reports Office-Home "with 4 different data distributions", but
+its text says that for every data set the distributions are disjoint *label*
+groups, i.e. scheme ``label_groups``; this scheme is the domain reading.) The data
+set must carry a per-sample domain index, ``extras["domain"]`` (``domain.npy`` of
+the prepared ``officehome``). Here:
 
 1. The domains are the distinct values of ``extras["domain"]`` (``D`` of them).
 2. Clients are assigned to domains by a seeded permutation of

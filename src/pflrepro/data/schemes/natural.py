@@ -11,10 +11,11 @@ prepared ``femnist``). Here:
    sample).
 2. ``clients`` of them are drawn uniformly without replacement by a seeded
    generator, like LEAF's own user sampling (``-s niid``: shuffle the users, take
-   them in turn until the wanted amount of data is reached). A random sample keeps the spread of writer sizes; taking the
-   largest writers instead would favour prolific writers and give every client more
-   data than a typical one has. With ``clients`` equal to the number of eligible
-   writers every one of them is used, whatever the seed.
+   them in turn until the wanted amount of data is reached). A random sample keeps
+   the spread of writer sizes; taking the largest writers instead would favour
+   prolific writers and give every client more data than a typical one has. With
+   ``clients`` equal to the number of eligible writers every one of them is used,
+   whatever the seed.
 3. The chosen writers, in increasing writer index, become clients ``0 ..
    clients-1``; each holds all samples of its writer, split train/test by the shared
    per-client split (``test_fraction``; a per-writer split like LEAF's ``-t sample``).

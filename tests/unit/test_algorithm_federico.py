@@ -1,0 +1,340 @@
+"""FedeRiCo: ε-greedy neighbours, EMA/accumulative loss tracking, weighted M-step,
+mixture prediction and the logged weights, on tiny linear-model engines."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from _fl_helpers import (
+    B,
+    W,
+    assert_params_close,
+    clone,
+    make_data,
+    make_engine,
+    manual_loss_and_grad,
+)
+
+from pflrepro import results as R
+from pflrepro.algorithms.base import parse_hyper
+from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
+
+SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
+
+
+def _alg(params=None, data=None, seed=0, **training):
+    e = make_engine(data if data is not None else make_data(**SIZES4), seed=seed, **training)
+    return e, FedeRiCo(e, parse_hyper(FedeRiCo, params or {}))
+
+
+def _distinct_weights(k, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(k, k, generator=gen, dtype=torch.float64), dim=1)
+
+
+def _mean_losses(e, params, pairs):
+    """ℓ_ij = engine.mean_loss(φ_j, client i) for the (i, j) in pairs."""
+    return {(i, j): e.mean_loss(e.take(params, j), i, "train") for i, j in pairs}
+
+
+def _six():
+    return make_data(n_train=(2,) * 6, n_test=(1,) * 6)
+
+
+# ---------------------------------------------------------------------- neighbours
+
+
+@pytest.mark.parametrize("m", [0, 1, 3, 5, 9])
+@pytest.mark.parametrize("eps", [0.0, 0.3, 1.0])
+def test_neighbours_shape(m, eps):
+    _, alg = _alg({"neighbors": m, "epsilon": eps}, data=_six())
+    weights = _distinct_weights(6)
+    for rnd in range(1, 11):
+        chosen = alg.neighbours(weights, rnd)
+        assert len(chosen) == 6
+        for i, js in enumerate(chosen):
+            assert i not in js
+            assert len(js) == min(m, 5) == len(set(js))
+            assert js == sorted(js) and all(0 <= j < 6 for j in js)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_greedy_picks_top_weights(m):
+    _, alg = _alg({"neighbors": m, "epsilon": 0.0}, data=_six())
+    weights = _distinct_weights(6, seed=3)
+    weights[2, 2] = 10.0  # a large self weight must not be chosen
+    for rnd in (1, 2, 7):
+        for i, js in enumerate(alg.neighbours(weights, rnd)):
+            others = [j for j in range(6) if j != i]
+            top = sorted(others, key=lambda j: -float(weights[i, j]))[:m]
+            assert js == sorted(top)
+
+
+def test_greedy_by_hand():
+    # row 0: others 1, 2 with weights 0.5 > 0.3 -> M = 1 picks 1; row 1: 0.6 (j=2) > 0.1
+    _, alg = _alg({"neighbors": 1, "epsilon": 0.0}, data=make_data((2, 2, 2), (1, 1, 1)))
+    weights = torch.tensor([[0.2, 0.5, 0.3], [0.1, 0.3, 0.6], [0.45, 0.35, 0.2]],
+                           dtype=torch.float64)
+    assert alg.neighbours(weights, 1) == [[1], [2], [0]]
+
+
+def test_uniform_sampling_reaches_everyone():
+    # ε = 1, M = 1: over 200 rounds every client picks every other client at least once,
+    # even though the weights would make greedy always pick the same one
+    _, alg = _alg({"neighbors": 1, "epsilon": 1.0}, data=_six())
+    weights = _distinct_weights(6)
+    picked = [set() for _ in range(6)]
+    for rnd in range(1, 201):
+        for i, js in enumerate(alg.neighbours(weights, rnd)):
+            picked[i].update(js)
+    assert all(picked[i] == set(range(6)) - {i} for i in range(6))
+    _, greedy = _alg({"neighbors": 1, "epsilon": 0.0}, data=_six())
+    first = greedy.neighbours(weights, 1)
+    assert all(greedy.neighbours(weights, r) == first for r in range(2, 30))
+
+
+def test_greedy_breaks_ties_at_random():
+    _, alg = _alg({"neighbors": 1, "epsilon": 0.0}, data=_six())
+    uniform = torch.full((6, 6), 1 / 6, dtype=torch.float64)
+    picked = set()
+    for rnd in range(1, 101):
+        picked.update(alg.neighbours(uniform, rnd)[0])
+    assert picked == {1, 2, 3, 4, 5}
+
+
+def test_neighbours_deterministic_per_seed_and_round():
+    data = _six()
+    weights = _distinct_weights(6)
+    hp = {"neighbors": 2, "epsilon": 0.5}
+    _, a = _alg(hp, data=data, seed=1)
+    _, b = _alg(hp, data=data, seed=1)
+    _, c = _alg(hp, data=data, seed=2)
+    np.random.seed(0)
+    runs_a = [a.neighbours(weights, r) for r in range(1, 31)]
+    np.random.seed(1)  # the global NumPy state plays no part
+    assert runs_a == [b.neighbours(weights, r) for r in range(1, 31)]
+    assert runs_a != [c.neighbours(weights, r) for r in range(1, 31)]
+    assert len({str(x) for x in runs_a}) > 1  # varies with the round
+
+
+# ---------------------------------------------------------------------- init / E-step
+
+
+def test_init_table_is_all_to_all_losses():
+    e, alg = _alg()
+    state = alg.init()
+    for k in range(4):
+        assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+    expected = _mean_losses(e, state["params"], [(i, j) for i in range(4) for j in range(4)])
+    for (i, j), value in expected.items():
+        assert float(state["table"][i, j]) == pytest.approx(value, rel=1e-6)
+    assert torch.equal(state["last"], state["table"])
+    torch.testing.assert_close(state["weights"], torch.softmax(-state["table"], dim=1))
+    torch.testing.assert_close(state["weights"].sum(1), torch.ones(4, dtype=torch.float64))
+
+
+def test_weights_softmax_by_hand():
+    # β = 0 keeps the table: row [0, ln 2, ln 4] -> softmax(-row) = [1, 1/2, 1/4] / 1.75
+    #                                            = [4/7, 2/7, 1/7]
+    _, alg = _alg({"beta": 0.0, "neighbors": 2}, data=make_data((2, 2, 2), (1, 1, 1)))
+    state = alg.init()
+    ln2, ln4 = math.log(2), math.log(4)
+    state["table"] = torch.tensor([[0.0, ln2, ln4], [ln4, 0.0, ln4], [1.0, 1.0, 1.0]],
+                                  dtype=torch.float64)
+    state, _ = alg.round(state, 1)
+    expected = torch.tensor([[4 / 7, 2 / 7, 1 / 7], [1 / 6, 4 / 6, 1 / 6], [1 / 3] * 3],
+                            dtype=torch.float64)
+    torch.testing.assert_close(state["weights"], expected)
+
+
+def test_ema_updates_refreshed_entries_only():
+    # K = 4, M = 1: each row refreshes 2 entries (itself and one neighbour), keeps 2
+    beta = 0.6
+    e, alg = _alg({"neighbors": 1, "beta": beta, "epsilon": 0.3}, lr=0.5)
+    state, _ = alg.round(alg.init(), 1)
+    params1, table1, last1 = clone(state["params"]), state["table"].clone(), state["last"]
+    last1 = last1.clone()
+    nbrs = alg.neighbours(state["weights"], 2)
+    used = [sorted([i, *nbrs[i]]) for i in range(4)]
+    state, _ = alg.round(state, 2)
+    fresh = _mean_losses(e, params1, [(i, j) for i in range(4) for j in used[i]])
+    expected, last = table1.clone(), last1.clone()
+    for (i, j), loss in fresh.items():
+        # L <- (1 - β) L + β ℓ = 0.4 L + 0.6 ℓ
+        expected[i, j] = (1 - beta) * table1[i, j] + beta * loss
+        last[i, j] = loss
+    torch.testing.assert_close(state["table"], expected)
+    torch.testing.assert_close(state["last"], last)
+    torch.testing.assert_close(state["weights"], torch.softmax(-expected, dim=1))
+    for i in range(4):
+        for j in range(4):
+            if j in used[i]:
+                assert float(state["table"][i, j]) != float(table1[i, j])  # really moved
+            else:
+                assert float(state["table"][i, j]) == float(table1[i, j])
+
+
+def test_first_round_refresh_keeps_values():
+    # before any M-step the refreshed losses equal the initial all-to-all ones
+    _, alg = _alg({"neighbors": 2})
+    state = alg.init()
+    table0 = state["table"].clone()
+    state, _ = alg.round(state, 1)
+    torch.testing.assert_close(state["table"], table0)
+
+
+def test_beta_one_replaces_refreshed_entries():
+    e, alg = _alg({"neighbors": 3, "beta": 1.0}, lr=0.5)  # M = K - 1: every entry refreshed
+    state, _ = alg.round(alg.init(), 1)
+    params1 = clone(state["params"])
+    state, _ = alg.round(state, 2)
+    fresh = _mean_losses(e, params1, [(i, j) for i in range(4) for j in range(4)])
+    for (i, j), loss in fresh.items():
+        assert float(state["table"][i, j]) == pytest.approx(loss, rel=1e-6)
+
+
+def test_accumulative_adds_latest_known_losses():
+    e, alg = _alg({"neighbors": 1, "loss_tracking": "accumulative"}, lr=0.5)
+    state = alg.init()
+    table0 = state["table"].clone()
+    state, _ = alg.round(state, 1)
+    # round 1 refreshes with unchanged models: last = table0, table = 2 table0
+    torch.testing.assert_close(state["table"], 2 * table0)
+    params1, table1, last1 = clone(state["params"]), state["table"].clone(), state["last"].clone()
+    nbrs = alg.neighbours(state["weights"], 2)
+    state, _ = alg.round(state, 2)
+    last = last1.clone()
+    for i in range(4):
+        for j in [i, *nbrs[i]]:
+            last[i, j] = e.mean_loss(e.take(params1, j), i, "train")
+    torch.testing.assert_close(state["last"], last)
+    torch.testing.assert_close(state["table"], table1 + last)
+    torch.testing.assert_close(state["weights"], torch.softmax(-(table1 + last), dim=1))
+
+
+# ---------------------------------------------------------------------- M-step
+
+
+def test_mstep_without_neighbours_one_step_by_hand():
+    # M = 0, one local step: φ_k <- φ_k - lr · w_kk · ∇ mean ℓ(φ_k; batch of D_k)
+    lr = 0.5
+    e, alg = _alg({"neighbors": 0}, lr=lr, local_steps=1)
+    state = alg.init()
+    params0 = clone(state["params"])
+    state, losses = alg.round(state, 1)
+    w = state["weights"]
+    for k in range(4):
+        (batch,) = e.batches(k, 1, f"federico_mstep_{k}", 1)
+        wkk = float(w[k, k])
+        assert 0 < wkk < 1
+        p0 = e.take(params0, k)
+        loss, g = manual_loss_and_grad(p0, e.data.x[batch], e.data.y[batch])
+        expected = {n: p0[n] - lr * wkk * g[n] for n in (W, B)}
+        assert_params_close(e.take(state["params"], k), expected)
+        # the same through the engine, with sample weights w_kk / len(batch)
+        sw = torch.full((len(batch),), wkk / len(batch))
+        eloss, eg = e.loss_and_grad(p0, batch, sample_weight=sw)
+        assert_params_close(eg, {n: wkk * g[n] for n in g})
+        assert losses[k] == pytest.approx(eloss, rel=1e-5)
+        assert eloss == pytest.approx(wkk * loss, rel=1e-5)
+
+
+def _manual_mstep(e, params0, w, used, rnd, lr):
+    out = []
+    for k in range(e.num_clients):
+        users = [i for i in range(e.num_clients) if k in used[i]]
+        steps = e.steps_per_round(k)
+        streams = {i: e.batches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
+        p = clone(e.take(params0, k))
+        for s in range(steps):
+            g = {n: torch.zeros_like(v) for n, v in p.items()}
+            for i in users:
+                idx = streams[i][s]
+                _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
+                g = {n: g[n] + float(w[i, k]) * gi[n] for n in g}
+            p = {n: p[n] - lr * g[n] for n in p}
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_mstep_weighs_by_how_much_others_use_the_model(m):
+    # model k moves along Σ_{i uses k} w_ik ∇ mean ℓ(φ_k; batch of D_i)  (w_ik, not w_ki)
+    lr = 0.3
+    e, alg = _alg({"neighbors": m, "epsilon": 0.3}, lr=lr, local_epochs=1)
+    state, _ = alg.round(alg.init(), 1)
+    params1 = clone(state["params"])
+    nbrs = alg.neighbours(state["weights"], 2)
+    used = [sorted([i, *nbrs[i]]) for i in range(4)]
+    state, _ = alg.round(state, 2)
+    w = state["weights"]
+    assert not torch.allclose(w, w.T)
+    expected = _manual_mstep(e, params1, w, used, 2, lr)
+    for k in range(4):
+        assert_params_close(e.take(state["params"], k), expected[k])
+    # the transposed weighting gives different models
+    wrong = _manual_mstep(e, params1, w.T, used, 2, lr)
+    assert any(not torch.allclose(wrong[k][W], expected[k][W], atol=1e-6) for k in range(4))
+
+
+def test_round_is_deterministic():
+    a_e, a = _alg({"neighbors": 1}, seed=4)
+    b_e, b = _alg({"neighbors": 1}, seed=4)
+    sa, sb = a.init(), b.init()
+    for rnd in (1, 2):
+        sa, la = a.round(sa, rnd)
+        sb, lb = b.round(sb, rnd)
+    assert torch.equal(sa["params"][W], sb["params"][W])
+    assert torch.equal(sa["weights"], sb["weights"])
+    assert la.tolist() == lb.tolist()
+
+
+# ---------------------------------------------------------------------- predict / record
+
+
+def test_predict_is_weighted_mixture():
+    e, alg = _alg({"neighbors": 2}, lr=0.5)
+    state, _ = alg.round(alg.init(), 1)
+    x = e.data.x
+    probs = [e.probs(e.take(state["params"], j), x) for j in range(4)]
+    for i in range(4):
+        expected = sum(float(state["weights"][i, j]) * probs[j] for j in range(4))
+        got = alg.predict(state, i, x, 1)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got.sum(1), torch.ones(len(x)))
+
+
+def test_record_logs_weight_matrix():
+    _, alg = _alg({"neighbors": 2})
+    state, _ = alg.round(alg.init(), 1)
+    log = R.MetricLog()
+    alg.record(state, 1, log)
+    assert len(log) == 16
+    assert set(log.metrics) == {R.WEIGHT} and set(log.rounds) == {1}
+    assert [(c, p) for c, p in zip(log.clients, log.peers, strict=True)] == \
+        [(i, j) for i in range(4) for j in range(4)]
+    matrix = np.array(log.values).reshape(4, 4)
+    np.testing.assert_allclose(matrix.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(matrix, state["weights"].numpy())
+
+
+# ---------------------------------------------------------------------- hyperparameters
+
+
+def test_parse_hyper_defaults_and_coercion():
+    assert parse_hyper(FedeRiCo, {}) == FedeRiCoHyper(neighbors=3, epsilon=0.3, beta=0.6,
+                                                      loss_tracking="ema")
+    hp = parse_hyper(FedeRiCo, {"epsilon": 1, "beta": 0, "neighbors": 0,
+                                "loss_tracking": "accumulative"})
+    assert hp.epsilon == 1.0 and isinstance(hp.epsilon, float) and hp.beta == 0.0
+
+
+@pytest.mark.parametrize("bad", [
+    {"epsilon": 1.5}, {"epsilon": -0.1}, {"beta": 1.2}, {"beta": -0.5},
+    {"loss_tracking": "foo"}, {"neighbors": -1}, {"neighbors": 1.5}, {"neighbors": True},
+    {"epsilon": "0.3"}, {"M": 3},
+])
+def test_parse_hyper_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_hyper(FedeRiCo, bad)

@@ -1,0 +1,122 @@
+import json
+
+import numpy as np
+import pytest
+
+from pflrepro.data.store import channel_stats, load_dataset, load_extras, write_dataset
+
+
+def toy(n: int = 50, shape=(3, 4, 4), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(n, *shape), dtype=np.uint8), rng.integers(0, 5, size=n)
+
+
+def test_round_trip(tmp_path):
+    x, y = toy()
+    meta = write_dataset(tmp_path / "d", x, y, name="toy", num_classes=5, max_value=255,
+                         source="test")
+    ds = load_dataset(tmp_path / "d", verify=True)
+    np.testing.assert_array_equal(ds.x, x)
+    np.testing.assert_array_equal(ds.y, y)
+    assert ds.y.dtype == np.int64 and isinstance(ds.x, np.memmap)
+    assert ds.meta == meta
+    assert meta.shape == (3, 4, 4) and meta.size == 50 and meta.num_classes == 5
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["meta.json", "x.npy", "y.npy"]
+
+
+def test_meta_json_path_accepted(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    a = load_dataset(tmp_path)
+    b = load_dataset(tmp_path / "meta.json")
+    assert a.meta == b.meta
+    np.testing.assert_array_equal(a.x, b.x)
+
+
+def test_checksum_failure_on_tampered_file(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    raw = bytearray((tmp_path / "x.npy").read_bytes())
+    raw[-1] ^= 0xFF  # flip the last pixel
+    (tmp_path / "x.npy").write_bytes(bytes(raw))
+    load_dataset(tmp_path)  # without verify the change goes unnoticed
+    with pytest.raises(ValueError, match="x.npy: sha256"):
+        load_dataset(tmp_path, verify=True)
+
+
+def test_missing_and_mismatched(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prepare the data set first"):
+        load_dataset(tmp_path)
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "size": 49}))
+    with pytest.raises(ValueError, match="do not match meta.json"):
+        load_dataset(tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"x": np.zeros((2, 1, 2, 2), dtype=np.float32)}, "uint8"),
+    ({"y": np.zeros(3, dtype=int)}, "y must have shape"),
+    ({"y": np.array([0, 5])}, "labels must lie"),
+])
+def test_write_validation(tmp_path, kwargs, message):
+    args = {"x": np.zeros((2, 1, 2, 2), dtype=np.uint8), "y": np.zeros(2, dtype=int), **kwargs}
+    with pytest.raises(ValueError, match=message):
+        write_dataset(tmp_path, args["x"], args["y"], name="t", num_classes=5, max_value=255,
+                      source="test")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 8192])
+@pytest.mark.parametrize("shape, max_value", [((3, 8, 8), 255), ((1, 8, 8), 16)])
+def test_chunked_stats_equal_numpy(chunk, shape, max_value):
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, max_value + 1, size=(300, *shape), dtype=np.uint8)
+    mean, std = channel_stats(x, max_value, chunk=chunk)
+    scaled = x.astype(np.float64) / max_value
+    np.testing.assert_allclose(mean, scaled.mean(axis=(0, 2, 3)), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(std, scaled.std(axis=(0, 2, 3)), rtol=0, atol=1e-12)
+    assert len(mean) == len(std) == shape[0]
+
+
+def test_stats_on_digits_in_meta(tmp_path):
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = bunch.images.astype(np.uint8).reshape(-1, 1, 8, 8)
+    meta = write_dataset(tmp_path, x, bunch.target, name="digits", num_classes=10,
+                         max_value=16, source="test")
+    scaled = x.astype(np.float64) / 16
+    assert abs(meta.mean[0] - scaled.mean()) < 1e-9
+    assert abs(meta.std[0] - scaled.std()) < 1e-9
+    assert channel_stats(x, 16, chunk=100) == (meta.mean, meta.std)
+
+
+def test_constant_images_have_zero_std():
+    mean, std = channel_stats(np.full((10, 2, 3, 3), 255, dtype=np.uint8), 255, chunk=3)
+    assert mean == (1.0, 1.0) and std == (0.0, 0.0)
+
+
+def test_load_extras(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    assert load_extras(tmp_path) == {}
+    writer = np.arange(50) % 7
+    np.save(tmp_path / "writer.npy", writer)
+    np.save(tmp_path / "domain.npy", np.arange(50) % 4)
+    (tmp_path / ".writer.npy.abc.tmp").write_bytes(b"partial")  # an unfinished atomic write
+    extras = load_extras(tmp_path / "meta.json")
+    assert sorted(extras) == ["domain", "writer"]
+    assert isinstance(extras["writer"], np.memmap)
+    np.testing.assert_array_equal(extras["writer"], writer)
+
+
+def test_load_extras_refuses_pickles(tmp_path):
+    np.save(tmp_path / "bad.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError):
+        load_extras(tmp_path)
+
+
+def test_load_extras_missing_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_extras(tmp_path / "absent")
