@@ -38,12 +38,13 @@ def _partition(args: argparse.Namespace) -> None:
     from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
     from pflrepro.data.partition import from_spec, write_partition
     from pflrepro.data.stats import partition_stats, summary_stats
-    from pflrepro.data.store import load_dataset
+    from pflrepro.data.store import load_dataset, load_extras
 
     dataset = load_dataset(args.data)
     partitioner = from_spec(json.loads(args.spec))
     labels = dataset.y[:]
-    frame = partitioner.split(labels, dataset.meta.num_classes, args.seed)
+    frame = partitioner.split(labels, dataset.meta.num_classes, args.seed,
+                              extras=load_extras(args.data))
     write_partition(frame, args.out, partitioner=partitioner, dataset=args.dataset,
                     seed=args.seed)
     summary = summary_stats(partition_stats(frame, labels, dataset.meta.num_classes))

@@ -290,7 +290,6 @@ class Engine:
             nll = float(F.nll_loss(p.clamp_min(1e-12).log(), y))
             log_.add(rnd, k, R.TEST_ACCURACY, acc)
             log_.add(rnd, k, R.TEST_LOSS, nll)
-        algorithm.record(state, rnd, log_)
 
     def run(self, algorithm: Algorithm, progress: bool = False) -> R.MetricLog:
         """Run every round of ``algorithm``; return the run's metric log."""
@@ -300,6 +299,7 @@ class Engine:
             out.add(0, k, R.N_TEST, len(self.data.test[k]))
             out.add(0, k, R.GROUP, self.data.groups[k])
         state = algorithm.init()
+        algorithm.record(state, 0, out)
         self.evaluate(algorithm, state, 0, out)
         rounds: Sequence[int] = range(1, self.cfg.rounds + 1)
         if progress:
@@ -311,6 +311,7 @@ class Engine:
             for k, value in enumerate(np.asarray(train_loss, dtype=np.float64)):
                 if not np.isnan(value):
                     out.add(rnd, k, R.TRAIN_LOSS, value)
+            algorithm.record(state, rnd, out)
             if rnd % self.cfg.eval_every == 0 or rnd == self.cfg.rounds:
                 self.evaluate(algorithm, state, rnd, out)
         return out

@@ -11,7 +11,8 @@ algorithm only says what happens in one round and how client ``k`` predicts:
   client's mean training loss (NaN where a client did not train);
 * :meth:`Algorithm.predict` returns client ``k``'s class probabilities — its
   *personalised* prediction, which is what every method is evaluated on;
-* :meth:`Algorithm.record` may log method-specific values (e.g. FedeRiCo's w_ij).
+* :meth:`Algorithm.record` may log method-specific values (e.g. FedeRiCo's w_ij);
+  the engine calls it after initialisation (round 0) and after every round.
 
 Client models are held *stacked*: one tensor per parameter with a leading client
 (or component) dimension, so a later engine can train all clients at once.
@@ -85,7 +86,7 @@ class Algorithm(ABC):
         """Return client ``client``'s class probabilities for inputs ``x``."""
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:  # noqa: B027
-        """Log method-specific values at an evaluated round (default: nothing)."""
+        """Log method-specific values after round ``rnd`` (default: nothing)."""
 
 
 A = TypeVar("A", bound=type[Algorithm])
