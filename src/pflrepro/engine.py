@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,9 @@ from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed, torch_generato
 from pflrepro.training import TrainingConfig
 
 log = logging.getLogger(__name__)
+
+#: ``(params, grads) -> grads``: a term added to each local step's gradient.
+GradHook = Callable[[Params, Params], Params]
 
 
 def choose_device(request: str) -> torch.device:
@@ -267,14 +270,21 @@ class Engine:
         return float(loss.detach()), dict(zip(p.keys(), grads, strict=True))
 
     def local_train(self, params: Params, opt_state: OptState, client: int, rnd: int,
-                    purpose: str = "local", steps: int | None = None
-                    ) -> tuple[Params, OptState, float]:
-        """Run ``steps`` optimiser steps on ``client``'s data; return params, state, mean loss."""
+                    purpose: str = "local", steps: int | None = None,
+                    grad_hook: GradHook | None = None) -> tuple[Params, OptState, float]:
+        """Run ``steps`` optimiser steps on ``client``'s data; return params, state, mean loss.
+
+        ``grad_hook(params, grads) -> grads`` may add a term to every step's gradient
+        (FedProx's and FedAMP's proximal pull, SCAFFOLD's control variates); the
+        reported loss is the data loss only.
+        """
         steps = self.steps_per_round(client) if steps is None else steps
         total = 0.0
         batches = self.batches(client, rnd, purpose, steps)
         for idx in batches:
             loss, grads = self.loss_and_grad(params, idx)
+            if grad_hook is not None:
+                grads = grad_hook(params, grads)
             params, opt_state = self.optimizer.step(params, grads, opt_state)
             total += loss
         return params, opt_state, total / max(len(batches), 1)
