@@ -176,6 +176,8 @@ class Engine:
         epoch), so every sample is seen once per epoch; the stream depends only on
         (seed, round, client, purpose).
         """
+        if steps <= 0:
+            return []
         idx = self.data.train[client]
         n = len(idx)
         bs = min(self.cfg.batch_size, n)

@@ -31,6 +31,8 @@ class Optimizer:
             raise ValueError(f"unknown optimizer {self.name!r}; known: ['adam', 'sgd']")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.momentum < 0:
+            raise ValueError(f"momentum must be >= 0, got {self.momentum}")
 
     def init(self, params: Params) -> OptState:
         """Return a zero state for ``params``."""

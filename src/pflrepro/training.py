@@ -48,6 +48,9 @@ class TrainingConfig:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
         if self.local_epochs < 1 and self.local_steps < 1:
             raise ValueError("training: one of local_epochs or local_steps must be >= 1")
+        if self.lr <= 0 or self.momentum < 0:
+            raise ValueError(f"training: lr must be > 0 and momentum >= 0, got lr={self.lr}, "
+                             f"momentum={self.momentum}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"training.device must be auto, cpu or cuda, got {self.device!r}")
 

@@ -80,16 +80,11 @@ def test_parse_hyper():
             parse_hyper(FedAvgPlus, bad)
 
 
-@pytest.mark.xfail(strict=True, reason="finetune_epochs has no minimum: parse_hyper accepts "
-                                       "negative values (predict then crashes)")
 def test_parse_hyper_rejects_negative_finetune_epochs():
     with pytest.raises(ValueError):
         parse_hyper(FedAvgPlus, {"finetune_epochs": -1})
 
 
-@pytest.mark.xfail(strict=True, reason="finetune_epochs=0 is accepted by parse_hyper, but "
-                                       "predict then calls Engine.batches with 0 steps, "
-                                       "where torch.cat([]) raises ValueError")
 def test_zero_finetune_epochs_is_rejected_or_means_no_tuning():
     try:
         hp = parse_hyper(FedAvgPlus, {"finetune_epochs": 0})

@@ -244,9 +244,29 @@ def test_local_train_matches_manual_sgd(client):
     assert_params_close(new, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="Engine.batches(steps=0) calls torch.cat([]) and "
-                                       "raises ValueError, although local_train divides by "
-                                       "max(len(batches), 1) as if 0 steps were allowed")
+def test_local_train_grad_hook():
+    # proximal hook: g + mu (p - anchor), mu = 0.5; the reported loss is the data loss only
+    e = make_engine(lr=0.2)
+    params = e.init_params(0)
+    anchor = {k: torch.zeros_like(v) for k, v in params.items()}
+    seen = []
+
+    def hook(p, g):
+        seen.append(1)
+        return {k: g[k] + 0.5 * (p[k] - anchor[k]) for k in g}
+
+    new, _, loss = e.local_train(params, e.init_opt(params), 0, 1, grad_hook=hook)
+    steps = e.steps_per_round(0)
+    assert len(seen) == steps == 2
+    p, total = {k: v.clone() for k, v in params.items()}, 0.0
+    for idx in e.batches(0, 1, "local", steps):
+        batch_loss, g = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
+        p = {k: p[k] - 0.2 * (g[k] + 0.5 * p[k]) for k in p}
+        total += batch_loss
+    assert_params_close(new, p)
+    assert loss == pytest.approx(total / steps, rel=1e-5)
+
+
 def test_local_train_with_zero_steps_is_a_no_op():
     e = make_engine()
     params = e.init_params(0)
@@ -382,8 +402,8 @@ def test_evaluate_by_hand():
     assert got[(0, R.TEST_LOSS)] == pytest.approx(0.569717, abs=1e-6)
     assert got[(1, R.TEST_ACCURACY)] == pytest.approx(0.0)
     assert got[(1, R.TEST_LOSS)] == pytest.approx(1.203973, abs=1e-6)
-    assert got[(-1, "calls")] == 7  # record() is called
     assert set(frame["round"]) == {4}
+    assert set(frame["metric"]) == {R.TEST_ACCURACY, R.TEST_LOSS}
 
 
 def test_run_rows_and_eval_schedule():
@@ -397,6 +417,11 @@ def test_run_rows_and_eval_schedule():
     # evaluated at 0, every 2nd round, and the last round
     acc = frame[frame["metric"] == R.TEST_ACCURACY]
     assert sorted(set(acc["round"])) == [0, 2, 3]
+    # record() runs after init (round 0) and after every round, evaluated or not;
+    # the state it sees has gone through 0, 1, 2, 3 rounds
+    calls = frame[frame["metric"] == "calls"]
+    assert calls["round"].tolist() == [0, 1, 2, 3]
+    assert calls["value"].tolist() == [0, 1, 2, 3]
     # NaN losses (client 1 did not train) are not logged
     tl = frame[frame["metric"] == R.TRAIN_LOSS]
     assert tl["round"].tolist() == [1, 2, 3] and set(tl["client"]) == {0}

@@ -111,3 +111,10 @@ def test_init_state_keys():
 def test_bad_arguments_raise(name, lr):
     with pytest.raises(ValueError):
         Optimizer(name, lr)
+
+
+def test_negative_momentum_raises():
+    with pytest.raises(ValueError):
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=-0.5)
+    with pytest.raises(ValueError):
+        Optimizer("sgd", 0.1, momentum=-0.5)

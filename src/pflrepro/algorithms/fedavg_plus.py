@@ -22,7 +22,8 @@ from pflrepro.algorithms.fedavg import FedAvgBase
 class FedAvgPlusHyper:
     """Hyperparameters of FedAvg+."""
 
-    finetune_epochs: int = hyper(1, "Local epochs of tuning before each client's evaluation.")
+    finetune_epochs: int = hyper(1, "Local epochs of tuning before each client's evaluation.",
+                                 minimum=1)
 
 
 @register_algorithm
