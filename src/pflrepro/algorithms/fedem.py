@@ -1,0 +1,143 @@
+"""FedEM: federated EM over a mixture of M shared component models.
+
+Marfoq, Neglia, Bellet, Kameni, Vidal, "Federated Multi-Task Learning under a Mixture of
+Distributions", NeurIPS 2021 (Algorithm 1). Every client's data distribution is a
+mixture of M underlying distributions; the M component models h_1..h_M are shared by
+all clients, the mixture weights π_i are private to client i. One round, for every
+client i, starting from the current global components:
+
+1. *E-step*: for each training sample s, q_s(m) ∝ π_im · exp(−ℓ(h_m(x_s), y_s)),
+   normalised over m (log space, no grad, float64);
+2. π_i ← mean over its training samples of q_s;
+3. *M-step*: for every component m, local training from the global h_m with the
+   per-sample weights q_s(m): each step's loss is Σ_{s∈batch} q_s(m) ℓ_s / |batch|
+   (a weighted *mean*, as ``learner.py`` of the authors' code divides by the batch
+   size), so with M = 1 (q_s = 1) the M-step is FedAvg's local training.
+
+The server sets h_m ← Σ_i (n_i / n) h_m^(i), weighting clients by training-set size.
+Client i predicts with Σ_m π_im p(y | x; h_m).
+
+Choices where the paper is silent (or where the authors' code decides):
+every client takes part in every round; component m is initialised from the seed stream
+``engine.init_params(client=m)`` (the client slot of the seed used as a component id,
+so the components start distinct and a change of M keeps the first ones); each
+component runs the engine's full local-step count per round on its own seeded batches
+(purpose ``fedem_<m>``), like each learner of the authors' ``fit_epochs``; clients keep
+one optimiser state per (client, component) across rounds (the authors' clients own
+their learners' optimisers); π_i starts uniform (1/M), and a π_im that underflows to 0
+stays 0 (plain EM); the reported training loss of client i is Σ_m of the mean
+weighted M-step batch loss of component m (the q-weighted loss the M-step minimises).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.results import WEIGHT, MetricLog
+
+
+@dataclasses.dataclass(frozen=True)
+class FedEMHyper:
+    """Hyperparameters of FedEM."""
+
+    components: int = hyper(4, "M: number of shared component models (FedeRiCo's "
+                               "comparison uses 4).", minimum=1)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.components, bool) or not isinstance(self.components, int):
+            raise ValueError(f"fedem: components must be an int, got {self.components!r}")
+        if self.components < 1:
+            raise ValueError(f"fedem: components must be >= 1, got {self.components}")
+
+
+@register_algorithm
+class FedEM(Algorithm):
+    """Mixture of M shared components, per-client mixture weights; see the module docstring."""
+
+    name = "fedem"
+    summary = "FedEM (Marfoq et al. 2021): federated EM over M shared component models."
+    Hyper = FedEMHyper
+
+    # ------------------------------------------------------------------ state
+    def init(self) -> State:
+        """M components from distinct seeds, uniform π, optimiser states (client, component)."""
+        e = self.engine
+        m_all = self.hp.components
+        comps = [e.init_params(client=m) for m in range(m_all)]
+        components = {n: torch.stack([c[n] for c in comps]) for n in comps[0]}
+        opt = e.stack(e.stack(e.init_opt(comps[0]), m_all), e.num_clients)
+        pi = torch.full((e.num_clients, m_all), 1.0 / m_all, dtype=torch.float64)
+        return {"components": components, "pi": pi, "opt": opt}
+
+    # ------------------------------------------------------------------ E-step
+    def posteriors(self, state: State, client: int) -> torch.Tensor:
+        """q_s(m) for client ``client``'s training samples: (n_train, M), float64.
+
+        q_s(m) = softmax_m(log π_im − ℓ(h_m(x_s), y_s)), with the current components.
+        """
+        e = self.engine
+        idx = e.data.train[client]
+        x, y = e.data.x[idx], e.data.y[idx]
+        with torch.no_grad():
+            losses = torch.stack(
+                [F.cross_entropy(e.logits(e.take(state["components"], m), x), y,
+                                 reduction="none") for m in range(self.hp.components)],
+                dim=1).to(torch.float64)
+            log_prior = state["pi"][client].to(device=losses.device).log()
+            return torch.softmax(log_prior - losses, dim=1).clone()
+
+    # ------------------------------------------------------------------ round
+    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+        """E-step and weighted M-step on every client; size-weighted server average."""
+        e = self.engine
+        m_all = self.hp.components
+        comps = state["components"]
+        # local[name][m, k]: client k's component m after its M-step
+        local = {n: v.unsqueeze(1).repeat(1, e.num_clients, *([1] * (v.dim() - 1)))
+                 for n, v in comps.items()}
+        losses = np.full(e.num_clients, np.nan)
+        for k in range(e.num_clients):
+            q = self.posteriors(state, k)
+            state["pi"][k] = q.mean(dim=0).cpu()
+            # position of each data row within client k's training set
+            pos = torch.full((len(e.data.x),), -1, dtype=torch.long, device=e.device)
+            pos[e.data.train[k]] = torch.arange(e.n_train(k), device=e.device)
+            opt_k = e.take(state["opt"], k)  # views: writes land in state["opt"]
+            total = 0.0
+            for m in range(m_all):
+                params, opt = e.take(comps, m), e.take(opt_k, m)
+                qm = q[:, m].to(torch.float32)
+                batches = e.batches(k, rnd, f"fedem_{m}", e.steps_per_round(k))
+                running = 0.0
+                for idx in batches:
+                    loss, grads = e.loss_and_grad(params, idx,
+                                                  sample_weight=qm[pos[idx]] / len(idx))
+                    params, opt = e.optimizer.step(params, grads, opt)
+                    running += loss
+                e.put(e.take(local, m), k, params)
+                e.put(opt_k, m, opt)
+                total += running / max(len(batches), 1)
+            losses[k] = total
+        sizes = e.train_sizes()
+        avg = [e.weighted_mean(e.take(local, m), sizes) for m in range(m_all)]
+        state["components"] = {n: torch.stack([a[n] for a in avg]) for n in comps}
+        return state, losses
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+        """Mixture Σ_m π_im p(y | x; h_m)."""
+        e = self.engine
+        pi = state["pi"][client]
+        out = torch.zeros(len(x), e.data.num_classes, device=e.device)
+        for m in range(self.hp.components):
+            out += float(pi[m]) * e.probs(e.take(state["components"], m), x)
+        return out
+
+    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+        """Log the mixture weights π_im (client i, peer = component m)."""
+        log.add_matrix(rnd, WEIGHT, state["pi"].numpy())
