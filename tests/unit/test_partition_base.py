@@ -20,7 +20,7 @@ from pflrepro.data.schemes.dirichlet import DirichletPartitioner
 from pflrepro.data.schemes.iid import IIDPartitioner
 from pflrepro.data.schemes.label_groups import LabelGroupsPartitioner
 
-BASE_FIELDS = {"clients", "test_fraction"}
+BASE_FIELDS = {"clients", "test_fraction", "max_samples"}
 
 
 def test_all_schemes_registered():
@@ -41,11 +41,11 @@ def test_every_new_field_is_documented(scheme):
 
 
 def test_id_format():
-    assert IIDPartitioner(clients=5).id == "iid-clients5-test_fraction0.2"
+    assert IIDPartitioner(clients=5).id == "iid-clients5-test_fraction0.2-max_samples0"
     assert (LabelGroupsPartitioner(clients=8, groups=4).id
-            == "label_groups-clients8-test_fraction0.2-groups4-alpha0.0")
+            == "label_groups-clients8-test_fraction0.2-max_samples0-groups4-alpha0.0")
     assert (DirichletPartitioner(clients=10, alpha=0.01).id
-            == "dirichlet-clients10-test_fraction0.2-alpha0.01-min_samples2")
+            == "dirichlet-clients10-test_fraction0.2-max_samples0-alpha0.01-min_samples2")
     for scheme, cls in PARTITIONERS.items():
         assert cls.__dataclass_params__.frozen
         assert scheme == cls.scheme
@@ -61,7 +61,7 @@ def test_from_spec_round_trip():
     assert isinstance(p, LabelGroupsPartitioner)
     assert from_spec(p.spec()) == p
     assert p.spec() == {"scheme": "label_groups", "clients": 8, "test_fraction": 0.2,
-                        "groups": 4, "alpha": 0.4}
+                        "max_samples": 0, "groups": 4, "alpha": 0.4}
 
 
 def test_from_spec_unknown_scheme():
@@ -160,3 +160,24 @@ def test_split_columns_and_dtypes():
     assert frame["index"].dtype == np.int64
     assert frame["group"].dtype == np.int32
     assert frame["split"].dtype == "string"
+
+
+def test_max_samples_partitions_a_seeded_subset() -> None:
+    from pflrepro.data.partition import from_spec
+
+    labels = np.repeat(np.arange(10), 100)  # 1000 samples
+    p = from_spec({"scheme": "label_groups", "clients": 4, "groups": 2, "max_samples": 200})
+    frame = p.split(labels, 10, seed=3)
+    assert len(frame) == 200
+    assert frame["index"].is_unique and frame["index"].max() < 1000
+    again = p.split(labels, 10, seed=3)
+    pd.testing.assert_frame_equal(frame, again)
+    other = p.split(labels, 10, seed=4)
+    assert set(frame["index"]) != set(other["index"])
+    # clients still hold disjoint label groups of the subset
+    by_client = frame.groupby("group")["index"].apply(lambda s: set(labels[s.to_numpy()]))
+    assert not set.intersection(*by_client)
+    full = from_spec({"scheme": "label_groups", "clients": 4, "groups": 2})
+    assert len(full.split(labels, 10, seed=3)) == 1000
+    with pytest.raises(ValueError, match="max_samples"):
+        from_spec({"scheme": "iid", "clients": 2, "max_samples": -1})

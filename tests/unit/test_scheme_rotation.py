@@ -60,7 +60,7 @@ def test_determinism(seed):
 def test_defaults_and_spec_round_trip():
     p = RotationPartitioner(clients=8)
     assert (p.groups, p.angles) == (4, (0, 90, 180, 270))
-    assert p.id == "rotation-clients8-test_fraction0.2-groups4-angles0_90_180_270"
+    assert p.id == "rotation-clients8-test_fraction0.2-max_samples0-groups4-angles0_90_180_270"
     q = from_spec({"scheme": "rotation", "clients": 8, "groups": 2, "angles": [0, 180]})
     assert q.angles == (0, 180)
     assert from_spec(q.spec()) == q

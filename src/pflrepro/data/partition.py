@@ -81,10 +81,13 @@ class Partitioner(ABC):
 
     clients: int
     test_fraction: float = 0.2
+    max_samples: int = 0
 
     def __post_init__(self) -> None:
         if self.clients < 1:
             raise ValueError(f"{self.scheme}: clients must be >= 1, got {self.clients}")
+        if self.max_samples < 0:
+            raise ValueError(f"{self.scheme}: max_samples must be >= 0, got {self.max_samples}")
         if not 0.0 < self.test_fraction < 1.0:
             raise ValueError(f"{self.scheme}: test_fraction must lie in (0, 1), "
                              f"got {self.test_fraction}")
@@ -112,6 +115,17 @@ class Partitioner(ABC):
         """The config mapping that rebuilds this partitioner."""
         return {"scheme": self.scheme, **dataclasses.asdict(self)}
 
+    def subsample(self, n: int, seed: int) -> np.ndarray | None:
+        """Sorted rows of a seeded uniform subset of ``max_samples`` rows (None: all).
+
+        CPU-scale experiments use it to partition a few thousand samples of a large
+        data set; the subset depends only on (seed, ``max_samples``).
+        """
+        if self.max_samples == 0 or self.max_samples >= n:
+            return None
+        rng = numpy_generator(seed, -1, -1, "subsample")
+        return np.sort(rng.choice(n, size=self.max_samples, replace=False)).astype(np.int64)
+
     def split(self, labels: np.ndarray, num_classes: int, seed: int,
               extras: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
         """Assign samples to clients, then split each client's samples into train/test.
@@ -120,7 +134,15 @@ class Partitioner(ABC):
         :meth:`assign`.
         """
         labels = np.asarray(labels)
+        keep = self.subsample(len(labels), seed)
+        if keep is not None:
+            labels = labels[keep]
+            extras = {k: np.asarray(v)[keep] for k, v in (extras or {}).items()}
         assignment = self.assign(labels, num_classes, seed, extras=extras)
+        if keep is not None:  # back to rows of the full data set
+            assignment = dataclasses.replace(
+                assignment, indices=[keep[np.asarray(i, dtype=np.int64)]
+                                     for i in assignment.indices])
         if len(assignment.indices) != self.clients or len(assignment.groups) != self.clients:
             raise AssertionError(f"{self.scheme} produced {len(assignment.indices)} clients, "
                                  f"expected {self.clients}")
@@ -241,6 +263,8 @@ def schema_properties(cls: type[Partitioner]) -> dict[str, Any]:
 _BASE_DOCS = {
     "clients": "Number of clients (every id 0..clients-1 gets data).",
     "test_fraction": "Share of each client's samples held out as its test set.",
+    "max_samples": "Partition a seeded random subset of this many samples (0: all); for "
+                   "CPU-scale runs on large data sets.",
 }
 
 
