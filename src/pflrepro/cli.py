@@ -107,19 +107,45 @@ def _aggregate(args: argparse.Namespace) -> None:
     log.info("aggregated %d runs, %d rows -> %s", len(tables), table.num_rows, args.out)
 
 
-def _table(args: argparse.Namespace) -> None:
+def _read_aggregates(paths: Sequence[str]) -> Any:
+    """Concatenate one or more aggregated Parquet files."""
     import pandas as pd
 
+    frames = [pd.read_parquet(p) for p in paths]
+    if not frames:
+        raise ValueError("no aggregate given")
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _labels(text: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(partition labels, experiment labels) from the workflow's ``--labels`` JSON."""
+    raw = json.loads(text) if text else {}
+    unknown = set(raw) - {"partitions", "experiments"}
+    if unknown:
+        raise ValueError(f"--labels: unknown key(s) {sorted(unknown)}")
+    return dict(raw.get("partitions", {})), dict(raw.get("experiments", {}))
+
+
+CAPTIONS = {
+    "weighted_final": "Final-round test accuracy (%) weighted by client test-set size, "
+                      "mean ± std over runs.",
+    "mean_bmta": "Best-over-rounds (BMTA) / final-round mean client test accuracy (%), "
+                 "mean ± std over runs.",
+}
+
+
+def _table(args: argparse.Namespace) -> None:
     from pflrepro.reporting.tables import accuracy_table, write_table
 
-    agg = pd.read_parquet(args.aggregate)
-    table = accuracy_table(agg, methods_order=args.methods or None)
-    write_table(table, args.md, args.tex, args.csv, caption=args.caption)
+    agg = _read_aggregates(args.aggregate)
+    labels, experiment_labels = _labels(args.labels)
+    table = accuracy_table(agg, methods_order=args.methods or None, labels=labels,
+                           experiment_labels=experiment_labels, metric=args.metric)
+    caption = args.caption or CAPTIONS[args.metric]
+    write_table(table, args.md, args.tex, args.csv, caption=caption)
 
 
 def _plot(args: argparse.Namespace) -> None:
-    import pandas as pd
-
     from pflrepro.reporting import plots
 
     needed = ("data", "partition") if args.kind == "labels" else ("aggregate",)
@@ -131,11 +157,20 @@ def _plot(args: argparse.Namespace) -> None:
         plots.plot_label_distribution(frame, labels, num_classes, args.pdf, args.png,
                                       title=args.title)
         return
-    agg = pd.read_parquet(args.aggregate)
+    agg = _read_aggregates(args.aggregate)
+    labels, _ = _labels(args.labels)
+    order = args.methods or None
     if args.kind == "accuracy":
-        plots.plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=args.methods or None)
+        plots.plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=order,
+                                     labels=labels)
     elif args.kind == "weights":
-        plots.plot_client_weights(agg, args.pdf, args.png, method=args.method)
+        plots.plot_client_weights(agg, args.pdf, args.png, method=args.method, labels=labels)
+    elif args.kind == "client-accuracy":
+        plots.plot_client_accuracy(agg, args.pdf, args.png, client=args.client,
+                                   methods_order=order, labels=labels)
+    elif args.kind == "client-weights":
+        plots.plot_client_weights_over_rounds(agg, args.pdf, args.png, client=args.client,
+                                              methods_order=order, labels=labels)
     else:  # argparse restricts the choices; kept for type checkers
         raise ValueError(f"unknown plot kind {args.kind!r}")
 
@@ -188,12 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_aggregate)
 
     p = sub.add_parser("table", help="final-accuracy table (Markdown, LaTeX, CSV)")
-    p.add_argument("--aggregate", required=True)
+    p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
     p.add_argument("--md", required=True)
     p.add_argument("--tex", required=True)
     p.add_argument("--csv", required=True)
-    p.add_argument("--caption", default="Final test accuracy (%), mean ± std over runs.")
+    p.add_argument("--caption", help="table caption (default: says what the metric is)")
     p.add_argument("--methods", nargs="*", help="row order")
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
+                   help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
     p.set_defaults(func=_table)
 
     p = sub.add_parser("partition-stats", help="per-client sizes and label counts")
@@ -204,8 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_partition_stats)
 
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
-    p.add_argument("kind", choices=["accuracy", "weights", "labels"])
-    p.add_argument("--aggregate", help="aggregated runs (accuracy, weights)")
+    p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
+                                    "client-weights", "labels"])
+    p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--client", type=int, default=0, help="client of the client-* figures")
     p.add_argument("--data", help="prepared data set (labels)")
     p.add_argument("--partition", help="partition file (labels)")
     p.add_argument("--title", help="figure title (for 'labels')")
@@ -227,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as err:

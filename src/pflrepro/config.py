@@ -8,6 +8,7 @@ partition parameters). Every error names the offending key.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -21,6 +22,10 @@ from pflrepro.data import schemes  # noqa: F401  (registers the partition scheme
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.training import TrainingConfig
+
+SCALES = ("paper", "cpu")
+FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights")
+TABLE_METRICS = ("weighted_final", "mean_bmta")
 
 #: Resources of a training job unless an experiment says otherwise.
 DEFAULT_RESOURCES: Mapping[str, int] = {"gpu": 0, "mem_mb": 4000, "runtime": 60}
@@ -58,6 +63,11 @@ class ExperimentConfig:
     train_seeds: tuple[int, ...]
     training: TrainingConfig
     resources: Mapping[str, int]
+    scale: str = "paper"
+    label: str = ""
+    figures: tuple[str, ...] = ("accuracy", "weights")
+    focus_client: int = 0
+    partition_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def partition(self, partition_id: str) -> Partitioner:
         """The partitioner with id ``partition_id``."""
@@ -65,6 +75,17 @@ class ExperimentConfig:
             if p.id == partition_id:
                 return p
         raise ConfigError(f"experiment {self.name!r} has no partition {partition_id!r}")
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A table over one or more experiments (e.g. FedeRiCo Table 1's three data sets)."""
+
+    name: str
+    experiments: tuple[str, ...]
+    caption: str
+    metric: str  # "weighted_final" (FedeRiCo) or "mean_bmta" (FedAMP)
+    scale: str
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,8 @@ class WorkflowConfig:
     mirrors: Mapping[str, tuple[str, ...]]
     methods: Mapping[str, MethodConfig]
     experiments: Mapping[str, ExperimentConfig]
+    tables: Mapping[str, TableConfig] = dataclasses.field(default_factory=dict)
+    scale: str = "paper"
 
     def runs(self, experiment: str, method: str | None = None) -> Iterator[RunKey]:
         """Every training job of ``experiment`` (of one method, if given)."""
@@ -162,6 +185,27 @@ def code_digest(algorithm: str) -> str:
     return h.hexdigest()[:16]
 
 
+def partition_code_digest(scheme: str) -> str:
+    """SHA-256 (16 hex digits) of the partition base and ``scheme``'s module.
+
+    A partition job's parameters include it, so editing a scheme re-partitions (and
+    retrains on) only that scheme's partitions.
+    """
+    import inspect
+
+    from pflrepro.data.partition import PARTITIONERS
+
+    if scheme not in PARTITIONERS:
+        raise ConfigError(f"unknown partition scheme {scheme!r}")
+    root = Path(__file__).resolve().parent
+    files = [root / "data/partition.py", Path(inspect.getsourcefile(PARTITIONERS[scheme]) or "")]
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: str
               ) -> TrainingConfig:
     merged = {**defaults, **override}
@@ -200,11 +244,16 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
                               f"known: {sorted(DATASETS)}")
         partitions = []
+        labels: dict[str, str] = {}
         for i, pspec in enumerate(spec.get("partitions", [])):
+            pspec = dict(pspec)
+            label = pspec.pop("label", None)
             try:
                 partitions.append(from_spec(pspec))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
+            if label is not None:
+                labels[partitions[-1].id] = str(label)
         ids = [p.id for p in partitions]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{where}.partitions: the same partition is listed twice")
@@ -222,10 +271,47 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             train_seeds=tuple(int(s) for s in spec.get("train_seeds", [0])),
             training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
             resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
+            scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
+            label=str(spec.get("label", name)),
+            figures=tuple(_choice(f, FIGURE_KINDS, f"{where}.figures")
+                          for f in spec.get("figures", ("accuracy", "weights"))),
+            focus_client=int(spec.get("focus_client", 0)),
+            partition_labels=labels,
         )
+        exp = experiments[name]
+        clients = min((p.clients for p in exp.partitions), default=0)
+        if exp.focus_client >= clients:
+            raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
+                              f"every partition (smallest has {clients} clients)")
     if not experiments:
         raise ConfigError("experiments: at least one experiment is required")
-    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments)
+    tables = {}
+    for name, spec in (raw.get("tables") or {}).items():
+        where = f"tables.{name}"
+        if name in experiments:
+            raise ConfigError(f"{where}: a table may not share its name with an experiment")
+        names = tuple(spec.get("experiments", []))
+        unknown = [e for e in names if e not in experiments]
+        if unknown or not names:
+            raise ConfigError(f"{where}.experiments: unknown or empty {unknown or names}; "
+                              f"defined: {sorted(experiments)}")
+        scales = {experiments[e].scale for e in names}
+        if len(scales) != 1:
+            raise ConfigError(f"{where}.experiments: mixes scales {sorted(scales)}")
+        tables[name] = TableConfig(
+            name=name, experiments=names, caption=str(spec.get("caption", "")),
+            metric=_choice(spec.get("metric", "weighted_final"), TABLE_METRICS,
+                           f"{where}.metric"),
+            scale=scales.pop())
+    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
+                          tables=tables, scale=_choice(raw.get("scale", "paper"), SCALES,
+                                                       "scale"))
+
+
+def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not one of {list(choices)}")
+    return str(value)
 
 
 def canonical_json(obj: Any) -> str:

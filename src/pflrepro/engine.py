@@ -35,6 +35,21 @@ log = logging.getLogger(__name__)
 GradHook = Callable[[Params, Params], Params]
 
 
+def proximal_hook(anchor: Params, coef: float) -> GradHook:
+    """Add ``coef · (params − anchor)``, the gradient of ``(coef/2) ‖params − anchor‖²``.
+
+    FedProx's pull to the global model (coef = μ) and FedAMP's to the cloud model
+    (coef = λ/α). The term is computed from the live parameters of every step, so
+    it is never detached from the update.
+    """
+    frozen = {k: v.detach() for k, v in anchor.items()}
+
+    def hook(params: Params, grads: Params) -> Params:
+        return {k: g + coef * (params[k] - frozen[k]) for k, g in grads.items()}
+
+    return hook
+
+
 def choose_device(request: str) -> torch.device:
     """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU raises."""
     if request == "cpu":

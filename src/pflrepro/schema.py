@@ -16,7 +16,13 @@ from typing import Any
 import yaml
 
 from pflrepro.algorithms import ALGORITHMS
-from pflrepro.config import DEFAULT_RESOURCES, RESOURCE_DOCS
+from pflrepro.config import (
+    DEFAULT_RESOURCES,
+    FIGURE_KINDS,
+    RESOURCE_DOCS,
+    SCALES,
+    TABLE_METRICS,
+)
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS, schema_properties
@@ -96,6 +102,9 @@ def _partition_schema() -> dict[str, Any]:
     for name, cls in sorted(PARTITIONERS.items()):
         props: dict[str, Any] = {"scheme": {"const": name, "description": "Partition scheme."}}
         props.update(schema_properties(cls))
+        props["label"] = {"type": "string",
+                          "description": "Display label in tables and figures (not part of "
+                                         "the partition's id)."}
         required = ["scheme"] + [f.name for f in dataclasses.fields(cls)
                                  if f.default is dataclasses.MISSING]
         cases.append({"if": {"properties": {"scheme": {"const": name}}},
@@ -119,6 +128,19 @@ def _experiment_schema() -> dict[str, Any]:
         "required": ["dataset", "partitions", "methods"],
         "properties": {
             "description": {"type": "string", "description": "What the experiment reproduces."},
+            "label": {"type": "string",
+                      "description": "Display label in combined tables (default: its name)."},
+            "scale": {"type": "string", "enum": list(SCALES), "default": "paper",
+                      "description": "Scale this experiment belongs to; `snakemake` builds "
+                                     "the experiments of the top-level `scale`."},
+            "figures": {"type": "array", "items": {"enum": list(FIGURE_KINDS)},
+                        "default": ["accuracy", "weights"],
+                        "description": "Figures to build: accuracy vs round; weights (a "
+                                       "heatmap per method that learns client weights); "
+                                       "client_accuracy and client_weights (one client over "
+                                       "rounds, FedeRiCo Figs. 6c and 7)."},
+            "focus_client": {"type": "integer", "minimum": 0, "default": 0,
+                             "description": "The client of the client_* figures."},
             "dataset": {"type": "string", "enum": sorted(DATASETS),
                         "description": "Data set name from the data set registry."},
             "partitions": {"type": "array", "minItems": 1,
@@ -166,8 +188,35 @@ def build_schema() -> dict[str, Any]:
                     },
                 },
             },
+            "scale": {"type": "string", "enum": list(SCALES), "default": "paper",
+                      "description": "Which experiments and tables `snakemake` builds: "
+                                     "'paper' (the papers' settings) or 'cpu' (small real "
+                                     "data, minutes on a laptop). Switch with "
+                                     "`--config scale=cpu`."},
             "training": {"$ref": "#/$defs/training",
                          "description": "Training defaults of every experiment."},
+            "tables": {
+                "type": "object",
+                "description": "Tables over several experiments, by name.",
+                "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},
+                "additionalProperties": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["experiments"],
+                    "properties": {
+                        "experiments": {"type": "array", "minItems": 1,
+                                        "items": {"type": "string"},
+                                        "description": "Experiments whose columns the table "
+                                                       "holds, in order."},
+                        "caption": {"type": "string", "description": "Table caption."},
+                        "metric": {"type": "string", "enum": list(TABLE_METRICS),
+                                   "default": "weighted_final",
+                                   "description": "weighted_final: final-round accuracy "
+                                                  "weighted by client test size (FedeRiCo); "
+                                                  "mean_bmta: best-over-rounds and final "
+                                                  "mean client accuracy (FedAMP)."},
+                    },
+                },
+            },
             "methods": {"type": "object", "description": "Method variants by name.",
                         "additionalProperties": {"$ref": "#/$defs/method"}},
             "experiments": {"type": "object", "minProperties": 1,

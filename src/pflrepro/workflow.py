@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pflrepro.config import RunKey, WorkflowConfig, canonical_json
+from pflrepro.config import RunKey, WorkflowConfig, canonical_json, partition_code_digest
 from pflrepro.data.datasets import DATASETS
 
 DATA_META = "results/data/{dataset}/meta.json"
@@ -23,7 +23,9 @@ FIGURE = "figures/{experiment}-{kind}.{ext}"
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
 
-WEIGHTED_ALGORITHMS = ("federico",)  # methods whose client weights get a heatmap
+#: Algorithms that learn pairwise weights (client-client or client-component) and log
+#: them as ``weight`` rows: each gets a heatmap figure.
+WEIGHTED_ALGORITHMS = ("federico", "fedem", "fedfomo", "fedamp", "heurfedamp")
 
 
 def alternation(names: Iterable[str]) -> str:
@@ -37,43 +39,98 @@ def dataset_names() -> list[str]:
     return sorted(DATASETS)
 
 
+def weighted_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Methods of ``experiment`` whose algorithm records client weights."""
+    return [m for m in cfg.experiments[experiment].methods
+            if cfg.methods[m].algorithm in WEIGHTED_ALGORITHMS]
+
+
 def weights_method(cfg: WorkflowConfig, experiment: str) -> str:
     """The first method of ``experiment`` whose algorithm records client weights."""
-    for m in cfg.experiments[experiment].methods:
-        if cfg.methods[m].algorithm in WEIGHTED_ALGORITHMS:
-            return m
-    raise ValueError(f"experiment {experiment!r} has no method with client weights "
-                     f"(algorithms {list(WEIGHTED_ALGORITHMS)})")
+    found = weighted_methods(cfg, experiment)
+    if not found:
+        raise ValueError(f"experiment {experiment!r} has no method with client weights "
+                         f"(algorithms {list(WEIGHTED_ALGORITHMS)})")
+    return found[0]
+
+
+def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """The figures an experiment asks for (its ``figures`` list), PDF and PNG each."""
+    exp = cfg.experiments[experiment]
+    weighted = weighted_methods(cfg, experiment)
+    kinds: list[str] = []
+    for figure in exp.figures:
+        if figure == "accuracy":
+            kinds.append("accuracy")
+        elif figure == "weights":
+            kinds += [f"weights-{m}" for m in weighted]
+        elif figure == "client_accuracy":
+            kinds.append(f"client{exp.focus_client}-accuracy")
+        elif figure == "client_weights" and weighted:
+            kinds.append(f"client{exp.focus_client}-weights")
+    return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
+            for k in kinds for ext in ("pdf", "png")]
 
 
 def experiment_targets(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Table files and figures of one experiment."""
     out = [TABLE.format(experiment=experiment, ext=ext) for ext in ("md", "tex", "csv")]
-    kinds = ["accuracy"]
-    try:
-        weights_method(cfg, experiment)
-        kinds.append("weights")
-    except ValueError:
-        pass
-    for kind in kinds:
-        out += [FIGURE.format(experiment=experiment, kind=kind, ext=ext) for ext in ("pdf", "png")]
-    return out
+    return out + figure_paths(cfg, experiment)
 
 
-def partition_targets(cfg: WorkflowConfig) -> list[str]:
-    """Statistics tables and label-distribution figures of every partition."""
-    out = []
-    for dataset, pid, split in cfg.partitions():
-        keys = {"dataset": dataset, "partition": pid, "split": split}
-        out += [PARTITION_STATS.format(**keys, kind=k) for k in ("clients.csv", "summary.md")]
-        out += [PARTITION_FIGURE.format(**keys, ext=ext) for ext in ("pdf", "png")]
-    return out
+def partition_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[str]:
+    """Statistics tables and label-distribution figures of the experiments' partitions."""
+    out: list[str] = []
+    for name in experiments:
+        exp = cfg.experiments[name]
+        for p in exp.partitions:
+            for split in exp.split_seeds:
+                keys = {"dataset": exp.dataset, "partition": p.id, "split": split}
+                out += [PARTITION_STATS.format(**keys, kind=k)
+                        for k in ("clients.csv", "summary.md")]
+                out += [PARTITION_FIGURE.format(**keys, ext=ext) for ext in ("pdf", "png")]
+    return list(dict.fromkeys(out))
 
 
 def all_targets(cfg: WorkflowConfig) -> list[str]:
-    """Every table and figure of every experiment, and every partition's report."""
-    return [t for name in cfg.experiments for t in experiment_targets(cfg, name)] + \
-        partition_targets(cfg)
+    """Everything of the selected scale.
+
+    That is the experiments' tables and figures, the combined tables, and every
+    partition's report.
+    """
+    chosen = [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
+    out = [t for name in chosen for t in experiment_targets(cfg, name)]
+    for name, table in cfg.tables.items():
+        if table.scale == cfg.scale:
+            out += [TABLE.format(experiment=name, ext=ext) for ext in ("md", "tex", "csv")]
+    return out + partition_targets(cfg, chosen)
+
+
+def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:
+    """Experiment aggregates a combined table reads."""
+    return [AGGREGATE.format(experiment=e) for e in cfg.tables[table].experiments]
+
+
+def table_methods(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
+    """Row order: the methods of the experiments, first appearance first."""
+    order = [m for e in experiments for m in cfg.experiments[e].methods]
+    return " ".join(dict.fromkeys(order))
+
+
+def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
+    """JSON of display labels: ``{"partitions": {id: label}, "experiments": {name: label}}``."""
+    names = list(experiments)
+    partitions: dict[str, str] = {}
+    for name in names:
+        partitions.update(cfg.experiments[name].partition_labels)
+    return canonical_json({"partitions": partitions,
+                           "experiments": {n: cfg.experiments[n].label for n in names}})
+
+
+def weighted_aggregates(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Per-method aggregates of the experiment's weight-learning methods."""
+    return [METHOD_AGGREGATE.format(experiment=experiment, method=m)
+            for m in weighted_methods(cfg, experiment)]
 
 
 def _key(wildcards: Any) -> RunKey:
@@ -89,6 +146,12 @@ def run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
 def partition_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
     """The partitioner's spec for the partition job, as canonical JSON."""
     return canonical_json(cfg.partition_spec(wildcards.dataset, wildcards.partition).spec())
+
+
+def partition_code(cfg: WorkflowConfig, wildcards: Any) -> str:
+    """Digest of the code a partition job runs (a param, so edits re-partition)."""
+    scheme = cfg.partition_spec(wildcards.dataset, wildcards.partition).scheme
+    return partition_code_digest(scheme)
 
 
 def run_paths(cfg: WorkflowConfig, experiment: str, method: str) -> list[str]:

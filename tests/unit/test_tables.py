@@ -11,6 +11,7 @@ import pytest
 
 from pflrepro.reporting.tables import (
     accuracy_table,
+    best_mean_accuracy,
     final_accuracy,
     weighted_accuracy_per_round,
     write_table,
@@ -224,4 +225,194 @@ def test_write_table_rejects_malformed_table(tmp_path) -> None:
     with pytest.raises(ValueError, match="lacks column"):
         write_table(table.drop(columns=[("label_groups-clients2-groups2", "std")]), *paths,
                     caption="c")
+    assert not any(p.exists() for p in paths)
+
+
+# ------------------------------------------------------------------ BMTA (FedAMP)
+def test_best_mean_accuracy_by_hand() -> None:
+    # unweighted per-round means: 0.5, 0.8, 0.7 -> BMTA 0.8 (round 5), final 0.7
+    agg = make_run({0: [0.4, 0.6], 5: [0.7, 0.9], 10: [0.6, 0.8]})
+    out = best_mean_accuracy(agg)
+    assert len(out) == 1
+    row = out.iloc[0]
+    assert row["mean_bmta"] == pytest.approx(0.8)
+    assert row["bmta_round"] == 5
+    assert row["mean_final"] == pytest.approx(0.7)
+    assert row["round"] == 10
+    assert row["weighted_final"] == pytest.approx((0.6 * 10 + 0.8 * 30) / 40)  # 0.75
+
+
+def test_best_mean_accuracy_ties_take_earliest_round() -> None:
+    out = best_mean_accuracy(make_run({1: [0.9, 0.9], 2: [0.5, 0.5], 3: [0.9, 0.9]}))
+    assert out["bmta_round"].item() == 1 and out["mean_bmta"].item() == pytest.approx(0.9)
+
+
+def bmta_aggregate() -> pd.DataFrame:
+    """fedamp, two runs: means 0.5/0.8/0.7 and 0.6/0.6/0.9 (BMTA 0.8, 0.9; final 0.7, 0.9)."""
+    return pd.concat([
+        make_run({0: [0.4, 0.6], 5: [0.7, 0.9], 10: [0.6, 0.8]}, method="fedamp", split_seed=0),
+        make_run({0: [0.6, 0.6], 5: [0.5, 0.7], 10: [0.9, 0.9]}, method="fedamp", split_seed=1),
+    ], ignore_index=True)
+
+
+def test_accuracy_table_mean_bmta() -> None:
+    part = "label_groups-clients2-groups2"
+    table = accuracy_table(bmta_aggregate(), metric="mean_bmta")
+    assert list(table.columns.names) == ["partition", "metric_name", "stat"]
+    assert table.loc["fedamp", (part, "mean_bmta", "mean")] == pytest.approx(85.0)
+    assert table.loc["fedamp", (part, "mean_bmta", "std")] == pytest.approx(math.sqrt(50.0))
+    assert table.loc["fedamp", (part, "mean_final", "mean")] == pytest.approx(80.0)
+    assert table.loc["fedamp", (part, "mean_final", "std")] == pytest.approx(math.sqrt(200.0))
+    assert table.loc["fedamp", (part, "mean_bmta", "n")] == 2
+    assert table.attrs["metric"] == "mean_bmta"
+    # the default metric is unchanged: final weighted accuracy (0.75 and 0.9)
+    default = accuracy_table(bmta_aggregate())
+    assert list(default.columns.names) == ["partition", "stat"]
+    assert default.loc["fedamp", (part, "mean")] == pytest.approx(82.5)
+    with pytest.raises(ValueError, match="unknown table metric"):
+        accuracy_table(bmta_aggregate(), metric="bmta")
+
+
+def test_write_table_mean_bmta(tmp_path) -> None:
+    agg = pd.concat([bmta_aggregate(),
+                     make_run({10: [0.5, 0.5]}, method="local")], ignore_index=True)
+    table = accuracy_table(agg, metric="mean_bmta", methods_order=["fedamp", "local"])
+    md, tex, csv = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
+    write_table(table, md, tex, csv, caption="FedAMP")
+    text = md.read_text()
+    assert "| fedamp | 85.0 ± 7.1 / 80.0 ± 14.1 |" in text
+    assert "| local | 50.0 ± n/a / 50.0 ± n/a (n=1) |" in text
+    assert "BMTA / final round" in text
+    assert "picked on the test set" in text and "final-round mean accuracy" in text
+    latex = tex.read_text()
+    assert "fedamp & 85.0 $\\pm$ 7.1 / 80.0 $\\pm$ 14.1 \\\\" in latex
+    tidy = pd.read_csv(csv)
+    assert list(tidy.columns) == ["method", "partition", "metric_name", "mean", "std", "n"]
+    assert tidy["metric_name"].tolist() == ["mean_bmta", "mean_final"] * 2
+    assert tidy["mean"].tolist() == pytest.approx([85.0, 80.0, 50.0, 50.0])
+    assert tidy["n"].tolist() == [2, 2, 1, 1]
+
+
+# ------------------------------------------------------------------ several experiments
+P2, P4 = "label_groups-clients2-groups2", "label_groups-clients2-groups4"
+EXP_LABELS = {"t1_cifar10": "CIFAR-10", "t1_cifar100": "CIFAR-100"}
+LABELS = {P2: "2 distributions", P4: "4 distributions"}
+
+
+def experiments_aggregate() -> pd.DataFrame:
+    """CIFAR-10 (P2, P4) and CIFAR-100 (P4 only); fedavg and federico, one or two runs."""
+    runs = []
+    for experiment, dataset, parts in (("t1_cifar10", "cifar10", (P2, P4)),
+                                       ("t1_cifar100", "cifar100", (P4,))):
+        for part in parts:
+            acc = {P2: 0.6, P4: 0.8}[part] - (0.2 if dataset == "cifar100" else 0.0)
+            for method, bonus in (("fedavg", 0.0), ("federico", 0.1)):
+                for seed in (0, 1):
+                    runs.append(make_run({5: [acc + bonus + 0.1 * seed] * 2}, method=method,
+                                         partition=part, split_seed=seed,
+                                         experiment=experiment, dataset=dataset))
+    return pd.concat(runs, ignore_index=True)
+
+
+def test_accuracy_table_over_experiments() -> None:
+    table = accuracy_table(experiments_aggregate())
+    assert list(table.columns.names) == ["experiment", "partition", "stat"]
+    pairs = list(dict.fromkeys((e, p) for e, p, _ in table.columns))
+    assert pairs == [("t1_cifar10", P2), ("t1_cifar10", P4), ("t1_cifar100", P4)]
+    # federico on CIFAR-100, P4: 0.8 - 0.2 + 0.1 (+ 0.1 for seed 1) -> 70 and 80
+    assert table.loc["federico", ("t1_cifar100", P4, "mean")] == pytest.approx(75.0)
+    assert table.loc["fedavg", ("t1_cifar10", P2, "mean")] == pytest.approx(65.0)
+    assert table.loc["fedavg", ("t1_cifar10", P2, "n")] == 2
+    ordered = accuracy_table(experiments_aggregate(), experiments_order=["t1_cifar100"],
+                             partitions_order=[P4])
+    assert list(dict.fromkeys((e, p) for e, p, _ in ordered.columns)) == [
+        ("t1_cifar100", P4), ("t1_cifar10", P4), ("t1_cifar10", P2)]
+    # one experiment with explicit experiment columns is allowed
+    one = experiments_aggregate().query("experiment == 't1_cifar100'")
+    assert list(accuracy_table(one, columns=("experiment", "partition")).columns.names) == [
+        "experiment", "partition", "stat"]
+
+
+def test_accuracy_table_over_experiments_stays_strict() -> None:
+    agg = experiments_aggregate()
+    with pytest.raises(ValueError, match="different settings"):
+        accuracy_table(agg, columns=("partition",))  # a cell would mix experiments
+    mixed = pd.concat([agg, make_run({5: [0.5, 0.5]}, method="fedavg", partition=P4,
+                                     split_seed=7, experiment="t1_cifar10",
+                                     dataset="cifar100")])
+    with pytest.raises(ValueError, match="experiment='t1_cifar10'.*different settings"):
+        accuracy_table(mixed)
+    with pytest.raises(ValueError, match="columns must be one of"):
+        accuracy_table(agg, columns=("dataset", "partition"))
+    with pytest.raises(ValueError, match="t1_mnist"):
+        accuracy_table(agg, experiments_order=["t1_mnist"])
+
+
+def test_write_table_over_experiments(tmp_path) -> None:
+    table = accuracy_table(experiments_aggregate(), labels=LABELS,
+                           experiment_labels=EXP_LABELS)
+    md, tex, csv = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
+    write_table(table, md, tex, csv, caption="Table 1")
+    text = md.read_text()
+    assert ("| method | CIFAR-10 · 2 distributions | CIFAR-10 · 4 distributions | "
+            "CIFAR-100 · 4 distributions |") in text
+    assert "| federico | 75.0 ± 7.1 | 95.0 ± 7.1 | 75.0 ± 7.1 |" in text
+    latex = tex.read_text()
+    assert "\\begin{tabular}{lrrr}" in latex
+    assert ("     & \\multicolumn{2}{c}{CIFAR-10} & \\multicolumn{1}{c}{CIFAR-100} \\\\"
+            in latex)
+    assert "\\cmidrule(lr){2-3} \\cmidrule(lr){4-4}" in latex
+    assert "Method & 2 distributions & 4 distributions & 4 distributions \\\\" in latex
+    lines = latex.splitlines()
+    assert lines.index("    \\toprule") < [i for i, x in enumerate(lines)
+                                            if "multicolumn" in x][0]
+    tidy = pd.read_csv(csv)
+    assert list(tidy.columns) == ["method", "experiment", "partition", "mean", "std", "n"]
+    assert len(tidy) == 6
+    assert tidy.iloc[2][["method", "experiment", "partition"]].tolist() == [
+        "fedavg", "t1_cifar100", P4]  # ids, not labels
+    assert tidy.iloc[2]["mean"] == pytest.approx(65.0)
+
+
+def test_write_table_over_experiments_with_bmta(tmp_path) -> None:
+    table = accuracy_table(experiments_aggregate(), metric="mean_bmta")
+    assert list(table.columns.names) == ["experiment", "partition", "metric_name", "stat"]
+    write_table(table, tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv", caption="c")
+    tidy = pd.read_csv(tmp_path / "t.csv")
+    assert list(tidy.columns) == ["method", "experiment", "partition", "metric_name", "mean",
+                                  "std", "n"]
+    assert len(tidy) == 12
+    assert "t1_cifar10 · label_groups-clients2-groups2" in (tmp_path / "t.md").read_text()
+
+
+# ------------------------------------------------------------------ labels
+def test_labels_in_markdown_and_latex(tmp_path) -> None:
+    agg = pd.concat([two_run_aggregate(),
+                     make_run({5: [0.2, 0.2]}, method="fed_x", partition="dir_alpha0.1")],
+                    ignore_index=True)
+    table = accuracy_table(agg, labels={"label_groups-clients2-groups2": "2 dist. & more_"})
+    paths = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
+    write_table(table, *paths, caption="c")
+    assert "| method | dir_alpha0.1 | 2 dist. & more_ |" in paths[0].read_text()
+    assert "Method & dir\\_alpha0.1 & 2 dist. \\& more\\_ \\\\" in paths[1].read_text()
+    assert "label_groups-clients2-groups2" in paths[2].read_text()  # CSV keeps ids
+    # labels given to write_table add to / override those of accuracy_table
+    write_table(table, *paths, caption="c", labels={"dir_alpha0.1": "Dir(0.1)"})
+    assert "| method | Dir(0.1) | 2 dist. & more_ |" in paths[0].read_text()
+
+
+def test_bad_labels_raise(tmp_path) -> None:
+    agg = pd.concat([two_run_aggregate(),
+                     make_run({5: [0.2, 0.2]}, method="fed_x", partition="dir_alpha0.1")],
+                    ignore_index=True)
+    same = {"label_groups-clients2-groups2": "x", "dir_alpha0.1": "x"}
+    with pytest.raises(ValueError, match="both be shown as 'x'"):
+        accuracy_table(agg, labels=same)
+    with pytest.raises(ValueError, match="non-empty strings"):
+        accuracy_table(agg, labels={"dir_alpha0.1": 3})
+    table = accuracy_table(agg)
+    paths = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
+    with pytest.raises(ValueError, match="both be shown"):
+        write_table(table, *paths, caption="c", labels={"dir_alpha0.1": "label_groups-"
+                                                        "clients2-groups2"})
     assert not any(p.exists() for p in paths)

@@ -20,11 +20,13 @@ ENV = "../../environment.yml"
 
 wildcard_constraints:
     experiment=W.alternation(CFG.experiments),
+    table=W.alternation(CFG.tables),
     method=W.alternation(CFG.methods),
     dataset=W.alternation(W.dataset_names()),
     partition=r"[^/]+",
     split=r"\d+",
     seed=r"\d+",
+    client=r"\d+",
 
 
 def all_targets():
@@ -37,6 +39,10 @@ def run_spec(wildcards):
 
 def partition_spec(wildcards):
     return W.partition_spec_json(CFG, wildcards)
+
+
+def partition_code(wildcards):
+    return W.partition_code(CFG, wildcards)
 
 
 def experiment_runs(wildcards):
@@ -60,14 +66,32 @@ def mirrors(wildcards):
 
 
 def methods_order(wildcards):
-    return " ".join(CFG.experiments[wildcards.experiment].methods)
+    return W.table_methods(CFG, [wildcards.experiment])
 
 
-def weights_method(wildcards):
-    return W.weights_method(CFG, wildcards.experiment)
+def experiment_labels(wildcards):
+    return W.display_labels(CFG, [wildcards.experiment])
 
 
-def weights_aggregate(wildcards):
-    return W.METHOD_AGGREGATE.format(
-        experiment=wildcards.experiment, method=weights_method(wildcards)
-    )
+def weighted_aggregates(wildcards):
+    return W.weighted_aggregates(CFG, wildcards.experiment)
+
+
+def table_aggregates(wildcards):
+    return W.table_inputs(CFG, wildcards.table)
+
+
+def table_methods(wildcards):
+    return W.table_methods(CFG, CFG.tables[wildcards.table].experiments)
+
+
+def table_labels(wildcards):
+    return W.display_labels(CFG, CFG.tables[wildcards.table].experiments)
+
+
+def table_metric(wildcards):
+    return CFG.tables[wildcards.table].metric
+
+
+def table_caption(wildcards):
+    return CFG.tables[wildcards.table].caption

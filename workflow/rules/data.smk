@@ -24,6 +24,7 @@ rule partition:
         "results/partitions/{dataset}/{partition}/split{split}.parquet",
     params:
         spec=partition_spec,
+        code=partition_code,
     log:
         "logs/partition/{dataset}/{partition}/split{split}.log",
     conda:

@@ -10,14 +10,27 @@ implementation, which FedeRiCo's baselines use, does the same).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 
+if TYPE_CHECKING:
+    from pflrepro.engine import GradHook
+
 
 class FedAvgBase(Algorithm):
-    """FedAvg's round and state; subclasses change only how a client predicts."""
+    """FedAvg's round and state, shared by its variants.
+
+    Subclasses change how a client predicts, or add a term to its local gradient
+    (:meth:`grad_hook`, e.g. FedProx's proximal pull).
+    """
+
+    def grad_hook(self, state: State, client: int) -> GradHook | None:
+        """Extra gradient term of ``client``'s local steps this round (FedAvg: none)."""
+        return None
 
     def init(self) -> State:
         """One global model; one optimiser state per client."""
@@ -32,7 +45,7 @@ class FedAvgBase(Algorithm):
         local = e.stack(state["global"], e.num_clients)
         for k in range(e.num_clients):
             params, opt, losses[k] = e.local_train(state["global"], e.take(state["opt"], k),
-                                                   k, rnd)
+                                                   k, rnd, grad_hook=self.grad_hook(state, k))
             e.put(local, k, params)
             e.put(state["opt"], k, opt)
         state["global"] = e.weighted_mean(local, e.train_sizes())

@@ -35,16 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
-from pflrepro.engine import Engine
 from pflrepro.optim import OptState, Params
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
+
+if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
+    from pflrepro.engine import Engine
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,14 +13,22 @@ mean accuracy
     The unweighted mean of ``acc_c`` over the same clients (FedAMP's metric).
 final accuracy
     The weighted accuracy at the run's last evaluated round.
+BMTA
+    FedAMP's "best mean testing accuracy": the highest mean accuracy over a run's
+    evaluated rounds (round 0 included). It is picked on the test set, so tables that
+    report it also report the run's final-round mean accuracy beside it.
 
 Clients with ``n_test == 0`` have no test set and are left out of both averages.
 
 An accuracy table cell holds the mean and the sample standard deviation (``ddof=1``)
-of the final weighted accuracy, in percent, over the runs (split seeds × train seeds)
-of one (method, partition), and the number ``n`` of those runs. A cell with a single
-run has ``std`` NaN, written ``± n/a``; a (method, partition) without runs has
-``n == 0`` and is written as a dash (and left out of the CSV).
+of a per-run accuracy, in percent, over the runs (split seeds × train seeds) of one
+(method, partition) -- or (method, experiment, partition) when a table spans several
+experiments -- and the number ``n`` of those runs. The per-run accuracy is chosen by
+the table metric (:data:`TABLE_METRICS`): ``weighted_final`` (the final weighted
+accuracy, FedeRiCo; the default) or ``mean_bmta`` (BMTA and the final mean accuracy,
+FedAMP; two numbers per cell). A cell with a single run has ``std`` NaN, written
+``± n/a``; a cell without runs has ``n == 0`` and is written as a dash (and left out
+of the CSV).
 """
 
 from __future__ import annotations
@@ -42,6 +50,16 @@ RUN_KEYS: tuple[str, ...] = tuple(CONFIG_COLUMNS)
 SETTING_KEYS: tuple[str, ...] = ("experiment", "dataset", "algorithm", "params")
 #: Statistics stored per (method, partition) by :func:`accuracy_table`.
 STATS: tuple[str, ...] = ("mean", "std", "n")
+#: Table metrics of :func:`accuracy_table`, each mapped to the per-run accuracies it
+#: reports (the ``metric_name`` column level / CSV column when there are several).
+TABLE_METRICS: dict[str, tuple[str, ...]] = {
+    "weighted_final": ("weighted_final",),
+    "mean_bmta": ("mean_bmta", "mean_final"),
+}
+#: Column choices of :func:`accuracy_table`.
+COLUMN_CHOICES: tuple[tuple[str, ...], ...] = (("partition",), ("experiment", "partition"))
+#: Separator of experiment and partition in a flat (Markdown) column header.
+HEADER_SEPARATOR = " · "
 
 
 # --------------------------------------------------------------------------- checks
@@ -74,16 +92,18 @@ def natural_key(text: str) -> tuple[Any, ...]:
                  for part in re.split(r"(\d+)", str(text)) if part)
 
 
-def check_cells(final: pd.DataFrame, what: str) -> None:
-    """Check that each (method, partition) holds comparable, distinct runs.
+def check_cells(final: pd.DataFrame, what: str,
+                by: Sequence[str] = ("method", "partition")) -> None:
+    """Check that each cell (rows of ``final`` sharing ``by``) holds comparable, distinct runs.
 
-    Raises ``ValueError`` when a cell mixes settings (experiment, dataset, algorithm,
-    params), holds the same (split_seed, train_seed) twice, or when its runs end at
-    different rounds; each would make a mean over the cell meaningless.
+    ``final`` has one row per run (its last round). Raises ``ValueError`` when a cell
+    mixes settings (experiment, dataset, algorithm, params), holds the same
+    (split_seed, train_seed) twice, or when its runs end at different rounds; each
+    would make a mean over the cell meaningless.
     """
-    for (method, partition), cell in final.groupby(["method", "partition"], sort=True,
-                                                    dropna=False):
-        where = f"{what}: method={method!r}, partition={partition!r}"
+    by = list(by)
+    for values, cell in final.groupby(by, sort=True, dropna=False):
+        where = f"{what}: " + ", ".join(f"{k}={v!r}" for k, v in zip(by, values, strict=True))
         settings = cell[list(SETTING_KEYS)].drop_duplicates()
         if len(settings) > 1:
             raise ValueError(f"{where} mixes runs of different settings "
@@ -175,6 +195,48 @@ def final_accuracy(agg: pd.DataFrame) -> pd.DataFrame:
     return last.reset_index(drop=True)
 
 
+def best_mean_accuracy(agg: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: FedAMP's BMTA and the final mean accuracy.
+
+    Columns: the run's config columns, ``round`` (its last evaluated round),
+    ``mean_bmta`` (the highest unweighted mean accuracy over its evaluated rounds),
+    ``bmta_round`` (the earliest round reaching it), ``mean_final`` (the mean accuracy
+    at the last round) and ``weighted_final`` (the weighted accuracy at the last
+    round). Fractions in ``[0, 1]``. E.g. per-round means 0.5, 0.8, 0.7 give
+    ``mean_bmta`` 0.8 and ``mean_final`` 0.7.
+
+    Raises ``ValueError`` as :func:`weighted_accuracy_per_round` does.
+    """
+    per_round = weighted_accuracy_per_round(agg)
+    keys = list(RUN_KEYS)
+    groups = per_round.groupby(keys, dropna=False, sort=False)
+    best = per_round.loc[groups["mean_accuracy"].idxmax(), [*keys, "round", "mean_accuracy"]]
+    best = best.rename(columns={"round": "bmta_round", "mean_accuracy": "mean_bmta"})
+    last = groups.tail(1)[[*keys, "round", "mean_accuracy", "weighted_accuracy"]]
+    last = last.rename(columns={"mean_accuracy": "mean_final",
+                                "weighted_accuracy": "weighted_final"})
+    out = last.merge(best, on=keys, how="left", validate="one_to_one")
+    out["bmta_round"] = out["bmta_round"].astype("int64")
+    return out[[*keys, "round", "mean_bmta", "bmta_round", "mean_final",
+                "weighted_final"]].reset_index(drop=True)
+
+
+def run_accuracies(agg: pd.DataFrame, metric: str = "weighted_final") -> pd.DataFrame:
+    """One row per run: its config columns, ``round`` (last) and the accuracies of ``metric``.
+
+    The accuracy columns are named by :data:`TABLE_METRICS` (``weighted_final``; or
+    ``mean_bmta`` and ``mean_final``), as fractions. Raises ``ValueError`` for an
+    unknown ``metric`` and as :func:`weighted_accuracy_per_round` does.
+    """
+    if metric not in TABLE_METRICS:
+        raise ValueError(f"unknown table metric {metric!r}; expected one of "
+                         f"{list(TABLE_METRICS)}")
+    if metric == "weighted_final":
+        final = final_accuracy(agg)
+        return final.rename(columns={"weighted_accuracy": "weighted_final"})
+    return best_mean_accuracy(agg)
+
+
 def order_values(found: Iterable[str], order: Sequence[str] | None, what: str) -> list[str]:
     """Order ``found`` by ``order``; values not in ``order`` follow in natural order.
 
@@ -184,6 +246,8 @@ def order_values(found: Iterable[str], order: Sequence[str] | None, what: str) -
     found = sorted({str(v) for v in found}, key=natural_key)
     if order is None:
         return found
+    if isinstance(order, str):
+        raise ValueError(f"{what}: expected a sequence of names, got the string {order!r}")
     order = [str(v) for v in order]
     dup = sorted({v for v in order if order.count(v) > 1})
     if dup:
@@ -195,67 +259,214 @@ def order_values(found: Iterable[str], order: Sequence[str] | None, what: str) -
     return order + [v for v in found if v not in order]
 
 
-def accuracy_table(agg: pd.DataFrame, methods_order: Sequence[str] | None = None,
-                   partitions_order: Sequence[str] | None = None) -> pd.DataFrame:
-    """Mean, std and number of runs of the final weighted accuracy, in percent.
+# --------------------------------------------------------------------------- labels
+def check_labels(labels: Mapping[str, str] | None, what: str) -> dict[str, str]:
+    """Return ``labels`` (id -> display label) as a plain dict, ``{}`` for ``None``.
 
-    Returns a frame indexed by ``method`` whose columns are a MultiIndex
-    ``(partition, stat)`` with ``stat`` in :data:`STATS`: ``mean`` and ``std``
-    (``ddof=1``; NaN for a single run) in percent, ``n`` the number of runs
-    (split seeds × train seeds). ``methods_order`` / ``partitions_order`` fix the row
-    and column order; unlisted ones follow in natural order, and listing one absent
-    from the aggregate raises ``ValueError``. A (method, partition) without runs has
-    ``n == 0`` and NaN statistics.
-
-    Raises ``ValueError`` when metrics are missing or a cell's runs are not
-    comparable (see :func:`check_cells`).
+    Raises ``ValueError`` unless it is a mapping of strings to non-empty strings.
     """
-    final = final_accuracy(agg)
-    check_cells(final, "accuracy_table")
-    final = final.assign(percent=final["weighted_accuracy"] * 100.0)
-    stats = (final.groupby(["method", "partition"], sort=False)["percent"]
-             .agg(mean="mean", std=lambda s: s.std(ddof=1), n="count"))
-    methods = order_values(final["method"], methods_order, "accuracy_table methods")
-    partitions = order_values(final["partition"], partitions_order,
-                              "accuracy_table partitions")
-    columns = pd.MultiIndex.from_product([partitions, list(STATS)], names=["partition", "stat"])
-    table = pd.DataFrame(index=pd.Index(methods, name="method"), columns=columns, dtype=float)
-    for (method, partition), row in stats.iterrows():
-        for stat in STATS:
-            table.loc[str(method), (str(partition), stat)] = float(row[stat])
-    for partition in partitions:
-        table[(partition, "n")] = table[(partition, "n")].fillna(0).astype("int64")
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise ValueError(f"{what}: expected a mapping of id -> display label, got "
+                         f"{type(labels).__name__}")
+    out = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{what}: labels must map strings to non-empty strings, got "
+                             f"{key!r} -> {value!r}")
+        out[key] = value
+    return out
+
+
+def display_labels(values: Iterable[str], labels: Mapping[str, str] | None,
+                   what: str) -> dict[str, str]:
+    """Map each of ``values`` to its display label (unlabelled values show as themselves).
+
+    Raises ``ValueError`` when two of ``values`` would show the same label (the
+    columns or panels could not be told apart) or ``labels`` is malformed.
+    """
+    labels = check_labels(labels, what)
+    shown = {str(v): labels.get(str(v), str(v)) for v in values}
+    seen: dict[str, str] = {}
+    for value, label in shown.items():
+        if label in seen:
+            raise ValueError(f"{what}: {seen[label]!r} and {value!r} would both be shown as "
+                             f"{label!r}; give them different labels")
+        seen[label] = value
+    return shown
+
+
+# --------------------------------------------------------------------------- table
+def accuracy_table(agg: pd.DataFrame, methods_order: Sequence[str] | None = None,
+                   partitions_order: Sequence[str] | None = None, *,
+                   metric: str = "weighted_final",
+                   columns: Sequence[str] | None = None,
+                   experiments_order: Sequence[str] | None = None,
+                   labels: Mapping[str, str] | None = None,
+                   experiment_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Mean, std and number of runs of a per-run accuracy, in percent.
+
+    Returns a frame indexed by ``method`` whose columns are a MultiIndex with levels
+
+    * ``experiment`` -- only when ``columns`` is ``("experiment", "partition")``;
+    * ``partition``;
+    * ``metric_name`` -- only when ``metric`` reports several accuracies
+      (``mean_bmta``: ``mean_bmta`` and ``mean_final``, see :data:`TABLE_METRICS`);
+    * ``stat`` in :data:`STATS`: ``mean`` and ``std`` (``ddof=1``; NaN for a single
+      run) in percent, ``n`` the number of runs (split seeds × train seeds).
+
+    So the default (one experiment, ``metric="weighted_final"``) has columns
+    ``(partition, stat)``. ``metric`` is ``"weighted_final"`` (FedeRiCo's final
+    accuracy weighted by test-set size) or ``"mean_bmta"`` (FedAMP's BMTA and the
+    final-round unweighted mean accuracy). ``columns`` defaults to
+    ``("experiment", "partition")`` when the aggregate holds several experiments, else
+    ``("partition",)``; with experiments, the columns are the (experiment, partition)
+    pairs present, experiments in ``experiments_order``, partitions within each in
+    ``partitions_order``. ``methods_order`` / ``partitions_order`` /
+    ``experiments_order`` fix the order; unlisted ones follow in natural order, and
+    listing one absent from the aggregate raises ``ValueError``. A column without runs
+    of a method has ``n == 0`` and NaN statistics.
+
+    ``labels`` (partition id -> display label) and ``experiment_labels`` are checked
+    (two shown ids may not share a label) and kept in ``table.attrs`` for
+    :func:`write_table`; the table itself is keyed by the ids.
+
+    Raises ``ValueError`` for an unknown ``metric`` or ``columns``, when metrics are
+    missing, or when a cell's runs are not comparable (see :func:`check_cells`; a cell
+    never mixes experiments, datasets, algorithms or params).
+    """
+    what = "accuracy_table"
+    runs = run_accuracies(agg, metric)
+    names = TABLE_METRICS[metric]
+    experiments = order_values(runs["experiment"], experiments_order, f"{what} experiments")
+    if columns is None:
+        columns = ("experiment", "partition") if len(experiments) > 1 else ("partition",)
+    columns = (columns,) if isinstance(columns, str) else tuple(columns)
+    if columns not in COLUMN_CHOICES:
+        raise ValueError(f"{what}: columns must be one of {list(COLUMN_CHOICES)}, "
+                         f"got {columns}")
+    by_experiment = columns == ("experiment", "partition")
+    check_cells(runs, what, by=("method", *columns))
+
+    methods = order_values(runs["method"], methods_order, f"{what} methods")
+    partitions = order_values(runs["partition"], partitions_order, f"{what} partitions")
+    if by_experiment:
+        present = set(zip(runs["experiment"].astype(str), runs["partition"].astype(str),
+                          strict=True))
+        keys = [(e, p) for e in experiments for p in partitions if (e, p) in present]
+        for experiment in experiments:
+            display_labels([p for e, p in keys if e == experiment], labels,
+                           f"{what} labels (experiment {experiment!r})")
+        display_labels(experiments, experiment_labels, f"{what} experiment_labels")
+    else:
+        keys = [(p,) for p in partitions]
+        display_labels(partitions, labels, f"{what} labels")
+        check_labels(experiment_labels, f"{what} experiment_labels")
+
+    level_names = [*columns, *(["metric_name"] if len(names) > 1 else []), "stat"]
+    tuples = [(*key, *((name,) if len(names) > 1 else ()), stat)
+              for key in keys for name in names for stat in STATS]
+    table = pd.DataFrame(index=pd.Index(methods, name="method"),
+                         columns=pd.MultiIndex.from_tuples(tuples, names=level_names),
+                         dtype=float)
+    group_keys = ["method", *columns]
+    for name in names:
+        percent = runs.assign(percent=runs[name] * 100.0)
+        stats = (percent.groupby(group_keys, sort=False)["percent"]
+                 .agg(mean="mean", std=lambda s: s.std(ddof=1), n="count"))
+        for index, row in stats.iterrows():
+            method, *key = (str(v) for v in index)
+            for stat in STATS:
+                table.loc[method, (*key, *((name,) if len(names) > 1 else ()), stat)] = \
+                    float(row[stat])
+    for col in table.columns:
+        if col[-1] == "n":
+            table[col] = table[col].fillna(0).astype("int64")
+    table.attrs.update(metric=metric, labels=check_labels(labels, what),
+                       experiment_labels=check_labels(experiment_labels, what))
     return table
 
 
 # --------------------------------------------------------------------------- writing
-def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Turn an :func:`accuracy_table` result into rows (method, partition, mean, std, n).
+def _table_layout(table: pd.DataFrame) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
+    """Return (key level names, column keys in order, metric names) of an accuracy table.
 
+    Key levels are ``("partition",)`` or ``("experiment", "partition")``; metric names
+    are ``["weighted_final"]`` without a ``metric_name`` level. Raises ``ValueError``
+    when ``table`` does not have the shape :func:`accuracy_table` returns.
+    """
+    cols = table.columns
+    expected = ("write_table: expected the result of accuracy_table (columns "
+                f"(partition, stat) with stat in {list(STATS)}), got {list(cols)[:6]}")
+    if not isinstance(cols, pd.MultiIndex) or cols.nlevels < 2:
+        raise ValueError(expected)
+    names = list(cols.names)
+    if cols.nlevels == 2:
+        names = ["partition", "stat"]  # accepted unnamed, as always
+    if names[-1] != "stat" or set(cols.get_level_values(-1)) - set(STATS):
+        raise ValueError(expected)
+    key_names = [n for n in names[:-1] if n != "metric_name"]
+    if (tuple(key_names) not in COLUMN_CHOICES
+            or names[:-1] != [*key_names, *(["metric_name"] if "metric_name" in names else [])]):
+        raise ValueError(f"write_table: unexpected column levels {cols.names}; expected "
+                         "[experiment,] partition, [metric_name,] stat (accuracy_table)")
+    n_keys = len(key_names)
+    keys = list(dict.fromkeys(tuple(str(v) for v in c[:n_keys]) for c in cols))
+    if "metric_name" in names:
+        metric_names = list(dict.fromkeys(str(c[n_keys]) for c in cols))
+        if tuple(metric_names) not in TABLE_METRICS.values():
+            raise ValueError(f"write_table: unknown metric names {metric_names}; expected "
+                             f"one of {list(TABLE_METRICS.values())}")
+    else:
+        metric_names = ["weighted_final"]
+    return key_names, keys, metric_names
+
+
+def _column(key: tuple[str, ...], name: str, stat: str,
+            metric_names: Sequence[str]) -> tuple[str, ...]:
+    """The table column of ``stat`` of accuracy ``name`` in column ``key``."""
+    return (*key, *((name,) if len(metric_names) > 1 else ()), stat)
+
+
+def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Turn an :func:`accuracy_table` result into one row per non-empty cell and accuracy.
+
+    Columns: ``method``, ``experiment`` (tables over experiments only), ``partition``,
+    ``metric_name`` (metrics with several accuracies only), ``mean``, ``std``, ``n``.
     Cells without runs (``n == 0``) are left out. Raises ``ValueError`` when ``table``
     does not have the shape :func:`accuracy_table` returns.
     """
-    cols = table.columns
-    if (not isinstance(cols, pd.MultiIndex) or cols.nlevels != 2
-            or set(cols.get_level_values(1)) - set(STATS)):
-        raise ValueError("write_table: expected the result of accuracy_table (columns "
-                         f"(partition, stat) with stat in {list(STATS)}), got {list(cols)[:6]}")
-    partitions = list(dict.fromkeys(cols.get_level_values(0)))
-    for partition in partitions:
-        lacking = [s for s in STATS if (partition, s) not in cols]
+    key_names, keys, metric_names = _table_layout(table)
+    cols = {tuple(str(v) for v in c) for c in table.columns}
+    for key in keys:
+        lacking = [_column(key, m, s, metric_names)[len(key):]
+                   for m in metric_names for s in STATS
+                   if _column(key, m, s, metric_names) not in cols]
         if lacking:
-            raise ValueError(f"write_table: partition {partition!r} lacks column(s) {lacking}")
+            where = ", ".join(f"{k} {v!r}" for k, v in zip(key_names, key, strict=True))
+            lacking = [x[0] if len(x) == 1 else x for x in lacking]
+            raise ValueError(f"write_table: {where} lacks column(s) {lacking}")
+    multi = len(metric_names) > 1
+    out_cols = ["method", *key_names, *(["metric_name"] if multi else []), *STATS]
     rows = []
     for method in table.index:
-        for partition in partitions:
-            n = table.loc[method, (partition, "n")]
-            n = 0 if pd.isna(n) else int(n)
-            if n == 0:
-                continue
-            rows.append({"method": str(method), "partition": str(partition),
-                         "mean": float(table.loc[method, (partition, "mean")]),
-                         "std": float(table.loc[method, (partition, "std")]), "n": n})
-    tidy = pd.DataFrame(rows, columns=["method", "partition", "mean", "std", "n"])
+        for key in keys:
+            for name in metric_names:
+                n = table.loc[method, _column(key, name, "n", metric_names)]
+                n = 0 if pd.isna(n) else int(n)
+                if n == 0:
+                    continue
+                row: dict[str, Any] = {"method": str(method),
+                                       **dict(zip(key_names, key, strict=True))}
+                if multi:
+                    row["metric_name"] = name
+                for stat in ("mean", "std"):
+                    row[stat] = float(table.loc[method, _column(key, name, stat,
+                                                                metric_names)])
+                row["n"] = n
+                rows.append(row)
+    tidy = pd.DataFrame(rows, columns=out_cols)
     return tidy.astype({"n": "int64"})
 
 
@@ -285,76 +496,139 @@ _MD = {"pm": "±", "times": "×", "dash": "—", "range": "–", "pct": "%"}
 _TEX = {"pm": r"$\pm$", "times": r"$\times$", "dash": "---", "range": "--", "pct": r"\%"}
 
 
-def _cell(mean: float, std: float, n: int, usual_n: int, decimals: int,
+def _cell(values: Sequence[tuple[float, float]], n: int, usual_n: int, decimals: int,
           sym: Mapping[str, str]) -> str:
-    """Format one table cell, e.g. ``83.2 ± 1.4``."""
+    """Format one table cell from (mean, std) pairs, e.g. ``83.2 ± 1.4 / 80.1 ± 2.0``."""
     if n == 0:
         return sym["dash"]
-    spread = "n/a" if pd.isna(std) else f"{std:.{decimals}f}"
-    text = f"{mean:.{decimals}f} {sym['pm']} {spread}"
+    parts = []
+    for mean, std in values:
+        spread = "n/a" if pd.isna(std) else f"{std:.{decimals}f}"
+        parts.append(f"{mean:.{decimals}f} {sym['pm']} {spread}")
+    text = " / ".join(parts)
     if n != usual_n:
         text += f" (n={n})"
     return text
 
 
-def _note(tidy: pd.DataFrame, usual_n: int, sym: Mapping[str, str]) -> str:
+def _note(ns: Sequence[int], single: bool, usual_n: int, metric_names: Sequence[str],
+          sym: Mapping[str, str]) -> str:
     """Return the note under a table: what the cells are and over how many runs."""
-    ns = sorted(set(tidy["n"].tolist()))
-    text = (f"Final test accuracy ({sym['pct']}), weighted by client test-set size: "
-            f"mean {sym['pm']} std (ddof=1) over ")
+    ns = sorted(set(ns))
+    if tuple(metric_names) == TABLE_METRICS["mean_bmta"]:
+        text = (f"Test accuracy ({sym['pct']}), unweighted mean over clients: "
+                f"BMTA / final round, each mean {sym['pm']} std (ddof=1) over ")
+    else:
+        text = (f"Final test accuracy ({sym['pct']}), weighted by client test-set size: "
+                f"mean {sym['pm']} std (ddof=1) over ")
     if len(ns) == 1:
         text += f"n = {ns[0]} runs (split seeds {sym['times']} train seeds) per cell."
     else:
         text += (f"the runs (split seeds {sym['times']} train seeds) of each cell, "
                  f"n = {ns[0]}{sym['range']}{ns[-1]}; n = {usual_n} unless marked (n=...).")
-    if tidy["std"].isna().any():
+    if tuple(metric_names) == TABLE_METRICS["mean_bmta"]:
+        text += (" BMTA (best mean test accuracy) is a run's highest mean accuracy over its "
+                 "evaluated rounds; it is picked on the test set, so the final-round mean "
+                 "accuracy is reported beside it.")
+    if single:
         text += " n/a: a single run, no std."
     return text
 
 
+def _runs_of_equal(items: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Consecutive runs of equal items as (item, first index, last index)."""
+    out: list[tuple[str, int, int]] = []
+    for k, item in enumerate(items):
+        if out and out[-1][0] == item:
+            out[-1] = (item, out[-1][1], k)
+        else:
+            out.append((item, k, k))
+    return out
+
+
 def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
                 tex_path: str | os.PathLike[str], csv_path: str | os.PathLike[str],
-                caption: str, *, decimals: int = 1) -> None:
+                caption: str, *, decimals: int = 1,
+                labels: Mapping[str, str] | None = None,
+                experiment_labels: Mapping[str, str] | None = None) -> None:
     r"""Write an :func:`accuracy_table` result as Markdown, LaTeX and tidy CSV, atomically.
 
-    * Markdown: a pipe table with cells ``83.2 ± 1.4`` under ``Table: <caption>``,
-      then a note line stating the number of runs ``n`` per cell.
+    * Markdown: a pipe table with cells ``83.2 ± 1.4`` (``mean_bmta``:
+      ``85.1 ± 0.3 / 84.0 ± 0.5``, BMTA / final) under ``Table: <caption>``, then a
+      note line stating what the cells are and the number of runs ``n`` per cell.
+      Over several experiments, headers read ``<experiment> · <partition>``.
     * LaTeX: a ``table`` environment holding a booktabs ``tabular`` (needs
       ``\usepackage{booktabs}``), the caption and the same note; text is escaped.
-    * CSV: one row per non-empty cell, columns ``method, partition, mean, std, n``
-      (percent, full precision; an empty ``std`` for single runs).
+      Over several experiments the header has two rows: each experiment over its
+      partitions (``\multicolumn`` and ``\cmidrule``), then the partitions.
+    * CSV: one row per non-empty cell (and accuracy), columns as :func:`tidy_table`
+      (``method, [experiment,] partition, [metric_name,] mean, std, n``; percent, full
+      precision; an empty ``std`` for single runs), keyed by ids, not labels.
 
-    Cells whose ``n`` differs from the most common ``n`` carry ``(n=...)``; cells
-    without runs show a dash. Raises ``ValueError`` for a malformed or empty table.
+    ``labels`` (partition id -> display label) and ``experiment_labels`` are added to
+    (and override) those given to :func:`accuracy_table`; unlabelled ids show as
+    themselves. Cells whose ``n`` differs from the most common ``n`` carry
+    ``(n=...)``; cells without runs show a dash. Raises ``ValueError`` for a malformed
+    or empty table, or labels that make two columns look the same.
     """
     tidy = tidy_table(table)
     if tidy.empty:
         raise ValueError("write_table: the table has no cell with runs")
-    counts = Counter(tidy["n"].tolist())
+    key_names, keys, metric_names = _table_layout(table)
+    part_labels = {**check_labels(table.attrs.get("labels"), "write_table labels"),
+                   **check_labels(labels, "write_table labels")}
+    exp_labels = {**check_labels(table.attrs.get("experiment_labels"),
+                                 "write_table experiment_labels"),
+                  **check_labels(experiment_labels, "write_table experiment_labels")}
+    by_experiment = key_names[0] == "experiment"
+    experiments = list(dict.fromkeys(k[0] for k in keys)) if by_experiment else []
+    exp_shown = display_labels(experiments, exp_labels, "write_table experiment_labels")
+    part_shown: dict[str, str] = {}
+    for experiment in experiments or [None]:
+        parts = [k[-1] for k in keys if experiment is None or k[0] == experiment]
+        where = "" if experiment is None else f" (experiment {experiment!r})"
+        part_shown.update(display_labels(parts, part_labels, f"write_table labels{where}"))
+
+    def header(key: tuple[str, ...]) -> str:
+        if by_experiment:
+            return f"{exp_shown[key[0]]}{HEADER_SEPARATOR}{part_shown[key[1]]}"
+        return part_shown[key[0]]
+
+    cell_ns: dict[tuple[str, tuple[str, ...]], int] = {}
+    for method in table.index:
+        for key in keys:
+            ns = {0 if pd.isna(v) else int(v) for v in
+                  (table.loc[method, _column(key, m, "n", metric_names)] for m in metric_names)}
+            if len(ns) > 1:
+                raise ValueError(f"write_table: method {method!r}, column {key} has different "
+                                 f"run counts {sorted(ns)} for {metric_names}")
+            cell_ns[(str(method), key)] = ns.pop()
+    filled = [n for n in cell_ns.values() if n > 0]
+    counts = Counter(filled)
     usual_n = max(counts, key=lambda n: (counts[n], n))
-    partitions = list(dict.fromkeys(table.columns.get_level_values(0)))
+    single = bool(tidy["std"].isna().any())
     methods = [str(m) for m in table.index]
 
     def cells(sym: Mapping[str, str]) -> list[list[str]]:
         rows = []
         for method in table.index:
             row = []
-            for partition in partitions:
-                n = table.loc[method, (partition, "n")]
-                row.append(_cell(float(table.loc[method, (partition, "mean")]),
-                                 float(table.loc[method, (partition, "std")]),
-                                 0 if pd.isna(n) else int(n), usual_n, decimals, sym))
+            for key in keys:
+                values = [(float(table.loc[method, _column(key, m, "mean", metric_names)]),
+                           float(table.loc[method, _column(key, m, "std", metric_names)]))
+                          for m in metric_names]
+                row.append(_cell(values, cell_ns[(str(method), key)], usual_n, decimals, sym))
             rows.append(row)
         return rows
 
     # Markdown
     md_rows = cells(_MD)
     lines = [f"Table: {caption}", "",
-             "| method | " + " | ".join(_md_escape(p) for p in partitions) + " |",
-             "|:--|" + "--:|" * len(partitions)]
+             "| method | " + " | ".join(_md_escape(header(k)) for k in keys) + " |",
+             "|:--|" + "--:|" * len(keys)]
     for method, row in zip(methods, md_rows, strict=True):
         lines.append(f"| {_md_escape(method)} | " + " | ".join(row) + " |")
-    lines += ["", _note(tidy, usual_n, _MD), ""]
+    lines += ["", _note(filled, single, usual_n, metric_names, _MD), ""]
     markdown = "\n".join(lines)
 
     # LaTeX
@@ -364,9 +638,18 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
         "\\begin{table}[htbp]",
         "  \\centering",
         f"  \\caption{{{_latex_escape(caption)}}}",
-        f"  \\begin{{tabular}}{{l{'r' * len(partitions)}}}",
+        f"  \\begin{{tabular}}{{l{'r' * len(keys)}}}",
         "    \\toprule",
-        "    Method & " + " & ".join(_latex_escape(p) for p in partitions) + " \\\\",
+    ]
+    if by_experiment:
+        groups = _runs_of_equal([k[0] for k in keys])
+        tex.append("     & " + " & ".join(
+            f"\\multicolumn{{{last - first + 1}}}{{c}}{{{_latex_escape(exp_shown[e])}}}"
+            for e, first, last in groups) + " \\\\")
+        tex.append("    " + " ".join(f"\\cmidrule(lr){{{first + 2}-{last + 2}}}"
+                                     for _, first, last in groups))
+    tex += [
+        "    Method & " + " & ".join(_latex_escape(part_shown[k[-1]]) for k in keys) + " \\\\",
         "    \\midrule",
     ]
     for method, row in zip(methods, tex_rows, strict=True):
@@ -376,7 +659,7 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
         "  \\end{tabular}",
         "",
         "  \\smallskip",
-        f"  {{\\footnotesize {_note(tidy, usual_n, _TEX)}}}",
+        f"  {{\\footnotesize {_note(filled, single, usual_n, metric_names, _TEX)}}}",
         "\\end{table}",
         "",
     ]

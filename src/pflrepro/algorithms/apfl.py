@@ -1,0 +1,122 @@
+"""APFL: each client mixes a personal model with the federated global model.
+
+Deng, Kamani, Mahdavi, "Adaptive Personalized Federated Learning", 2020
+(arXiv:2003.13461, Algorithm 1); a baseline of FedAMP (Huang et al., AAAI 2021).
+Client i keeps a local copy w of the global model, a personal model v_i and a mixing
+weight α_i; its personalised model is v̄_i = α_i v_i + (1 − α_i) w. On each local
+mini-batch ξ, all three move from their current values:
+
+* w ← w − η ∇f_i(w; ξ)                      (the FedAvg part),
+* v_i ← v_i − η α_i ∇f_i(v̄_i; ξ)            (∇_v f(v̄) = α ∇_v̄ f(v̄)),
+* α_i ← clip[0,1](α_i − η_α ⟨∇f_i(v̄_i; ξ), v_i − w⟩)   (only if ``adaptive_alpha``).
+
+After the local steps the server averages the clients' w (size-weighted, as FedAvg
+does here) into the next global model; v_i and α_i never leave the client. Client i
+predicts with α_i v_i + (1 − α_i) w, w the current global model.
+
+Choices where the paper is silent: the three gradients use the same batch and the
+pre-step values (the paper's Algorithm 1 order, simultaneous updates); w and v_i use
+the training optimiser with separate per-client states kept across rounds, α_i a
+plain SGD step of size ``alpha_lr`` (no regulariser on α); v_i starts from the global
+model's initialisation; the reported training loss is the mixed model's (the one that
+is evaluated); the averaging is size-weighted (the paper averages uniformly over the
+sampled clients; the weights coincide for equal client sizes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.optim import Params
+from pflrepro.results import MetricLog
+
+#: Metric name of the logged mixing weights α_i (one row per client and round).
+ALPHA = "alpha"
+
+
+def mix(v: Params, w: Params, alpha: float) -> Params:
+    """The mixed model α v + (1 − α) w."""
+    return {k: alpha * v[k] + (1.0 - alpha) * w[k] for k in w}
+
+
+@dataclasses.dataclass(frozen=True)
+class APFLHyper:
+    """Hyperparameters of APFL."""
+
+    alpha: float = hyper(0.5, "Initial mixing weight α_i of the personal model in "
+                              "α v_i + (1 − α) w (the fixed α when not adaptive).",
+                         minimum=0.0, maximum=1.0)
+    adaptive_alpha: bool = hyper(True, "Learn each α_i by gradient steps (APFL's adaptive "
+                                       "variant); false keeps α fixed.")
+    alpha_lr: float = hyper(0.01, "Step size of the α_i updates (used only when "
+                                  "adaptive_alpha is true).", minimum=0.0)
+
+
+@register_algorithm
+class APFL(Algorithm):
+    """Adaptive personalised FL: personal models mixed with the global model."""
+
+    name = "apfl"
+    summary = "APFL (Deng et al. 2020): personal model mixed with the global one by α_i."
+    Hyper = APFLHyper
+
+    def init(self) -> State:
+        """Global w; per client v_i = w, α_i = ``alpha`` and optimiser states for w, v_i."""
+        e = self.engine
+        k = e.num_clients
+        start = e.init_params()
+        opt = e.stack(e.init_opt(start), k)
+        return {"global": start, "opt": opt, "personal": e.stack(start, k),
+                "personal_opt": {n: v.clone() for n, v in opt.items()},
+                "alpha": torch.full((k,), float(self.hp.alpha), dtype=torch.float64)}
+
+    def local_steps(self, w: Params, v: Params, alpha: float, client: int,
+                    rnd: int, opt_w: Params, opt_v: Params
+                    ) -> tuple[Params, Params, float, Params, Params, float]:
+        """Client ``client``'s local steps; returns w, v, α, both optimiser states, loss."""
+        e = self.engine
+        batches = e.batches(client, rnd, "local", e.steps_per_round(client))
+        total = 0.0
+        for idx in batches:
+            _, g_w = e.loss_and_grad(w, idx)
+            mixed = mix(v, w, alpha)
+            loss, g_bar = e.loss_and_grad(mixed, idx)
+            g_v = {k: alpha * g for k, g in g_bar.items()}
+            if self.hp.adaptive_alpha:
+                g_alpha = float(sum(torch.sum(g_bar[k] * (v[k] - w[k])) for k in w))
+                alpha = min(max(alpha - self.hp.alpha_lr * g_alpha, 0.0), 1.0)
+            w, opt_w = e.optimizer.step(w, g_w, opt_w)
+            v, opt_v = e.optimizer.step(v, g_v, opt_v)
+            total += loss
+        return w, v, alpha, opt_w, opt_v, total / len(batches)
+
+    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+        """Local w / v_i / α_i steps on every client; size-weighted average of the w."""
+        e = self.engine
+        losses = np.full(e.num_clients, np.nan)
+        local = e.stack(state["global"], e.num_clients)
+        for k in range(e.num_clients):
+            w, v, alpha, opt_w, opt_v, losses[k] = self.local_steps(
+                state["global"], e.take(state["personal"], k), float(state["alpha"][k]), k,
+                rnd, e.take(state["opt"], k), e.take(state["personal_opt"], k))
+            e.put(local, k, w)
+            e.put(state["personal"], k, v)
+            e.put(state["opt"], k, opt_w)
+            e.put(state["personal_opt"], k, opt_v)
+            state["alpha"][k] = alpha
+        state["global"] = e.weighted_mean(local, e.train_sizes())
+        return state, losses
+
+    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+        """The mixed model α_i v_i + (1 − α_i) w, w the global model."""
+        e = self.engine
+        alpha = float(state["alpha"][client])
+        return e.probs(mix(e.take(state["personal"], client), state["global"], alpha), x)
+
+    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+        """Log every client's mixing weight α_i."""
+        log.add_per_client(rnd, ALPHA, state["alpha"].tolist())

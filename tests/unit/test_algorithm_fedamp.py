@@ -1,0 +1,253 @@
+"""FedAMP: attention weights ξ, cloud models u_i, the proximal client step (which must
+act), prediction, logging and hyperparameters, on tiny linear-model engines."""
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
+
+from pflrepro import results as R
+from pflrepro.algorithms.base import parse_hyper
+from pflrepro.algorithms.fedamp import (
+    FedAMP,
+    FedAMPHyper,
+    fedamp_attention,
+    flatten,
+    mix,
+    squared_distances,
+)
+
+
+def _alg(params=None, seed=0, **training):
+    e = make_engine(seed=seed, **training)
+    return e, FedAMP(e, parse_hyper(FedAMP, params or {}))
+
+
+def _zero_data_grad(e):
+    """Make the engine's data loss flat: only the proximal term moves the model."""
+    def loss_and_grad(params, idx, sample_weight=None):
+        return 0.0, {k: torch.zeros_like(v) for k, v in params.items()}
+    e.loss_and_grad = loss_and_grad
+
+
+def _manual_prox_sgd(e, start, u, client, rnd, lr, coef):
+    """SGD on mean CE + (coef/2)‖w − u‖² over the engine's batches, written out."""
+    p = clone(start)
+    for idx in e.batches(client, rnd, "local", e.steps_per_round(client)):
+        _, g = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
+        p = {n: p[n] - lr * (g[n] + coef * (p[n] - u[n])) for n in p}
+    return p
+
+
+def _manual_cloud(params, xi):
+    k = xi.shape[0]
+    return [{n: sum(float(xi[i, j]) * params[n][j] for j in range(k)) for n in (W, B)}
+            for i in range(k)]
+
+
+# ---------------------------------------------------------------------- attention
+
+
+def test_attention_by_hand():
+    # w0 = (0, 0), w1 = (1, 0), w2 = (0, 2): d² = 1 (0-1), 4 (0-2), 5 (1-2); σ = 2, α = 1
+    flat = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
+    torch.testing.assert_close(squared_distances(flat), torch.tensor(
+        [[0.0, 1.0, 4.0], [1.0, 0.0, 5.0], [4.0, 5.0, 0.0]], dtype=torch.float64))
+    xi = fedamp_attention(flat, alpha=1.0, sigma=2.0)
+
+    def a(d2):  # α · A′(d²) = α e^{−d²/σ}/σ
+        return math.exp(-d2 / 2) / 2
+
+    off = [[None, a(1), a(4)], [a(1), None, a(5)], [a(4), a(5), None]]
+    for i in range(3):
+        for j in range(3):
+            if i != j:
+                assert float(xi[i, j]) == pytest.approx(off[i][j], rel=1e-12)
+        others = sum(v for v in off[i] if v is not None)
+        assert float(xi[i, i]) == pytest.approx(1 - others, rel=1e-12)
+    torch.testing.assert_close(xi.sum(1), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(xi, xi.T)  # symmetric distances, symmetric weights
+    # α scales the off-diagonal weights linearly
+    xi2 = fedamp_attention(flat, alpha=0.5, sigma=2.0)
+    off_mask = ~torch.eye(3, dtype=torch.bool)
+    torch.testing.assert_close(xi2[off_mask], 0.5 * xi[off_mask])
+
+
+def test_distance_is_over_all_parameters():
+    e, _ = _alg()
+    params = e.client_init()["params"]
+    flat = flatten(params)
+    assert flat.shape == (3, 2 * 2 + 2) and flat.dtype == torch.float64
+    d = squared_distances(flat)
+    for i in range(3):
+        for j in range(3):
+            by_hand = sum(float(((params[n][i] - params[n][j]) ** 2).sum()) for n in (W, B))
+            assert float(d[i, j]) == pytest.approx(by_hand, rel=1e-6, abs=1e-12)
+
+
+def test_negative_self_weight_raises():
+    same = torch.zeros(4, 3, dtype=torch.float64)  # identical models: ξ_ij = α/σ each
+    with pytest.raises(ValueError, match=r"alpha .* too large .* sigma/\(K − 1\) = 0.6667"):
+        fedamp_attention(same, alpha=1.0, sigma=2.0)  # Σ_j ξ_ij = 3/2 > 1
+    xi = fedamp_attention(same, alpha=2.0 / 3.0, sigma=2.0)  # α = σ/(K − 1): ξ_ii = 0
+    torch.testing.assert_close(torch.diagonal(xi), torch.zeros(4, dtype=torch.float64),
+                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(xi.sum(1), torch.ones(4, dtype=torch.float64))
+
+
+def test_round_raises_instead_of_clipping():
+    # tiny linear models are close (d² < 1): α/σ · (K − 1) = 1.5 makes ξ_ii < 0
+    _, alg = _alg({"sigma": 10.0, "alpha": 7.5})
+    with pytest.raises(ValueError, match="ξ_ii"):
+        alg.round(alg.init(), 1)
+
+
+# ---------------------------------------------------------------------- client step
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_proximal_step_moves_towards_u_exactly(steps):
+    # flat data loss: w_t − u = (1 − lr λ/α)^t (w_0 − u); detaching or dropping the
+    # proximal term would leave w unchanged
+    lr, lam, alpha = 0.1, 1.0, 0.5
+    e, alg = _alg({"lam": lam, "alpha": alpha}, lr=lr, local_steps=steps)
+    _zero_data_grad(e)
+    params = e.client_init()["params"]
+    w, u = e.take(params, 0), e.take(params, 1)
+    new, _, _ = alg.client_update(w, u, e.init_opt(w), 0, 1)
+    factor = (1 - lr * lam / alpha) ** steps
+    expected = {n: u[n] + factor * (w[n] - u[n]) for n in (W, B)}
+    assert_params_close(new, expected)
+    if steps == 1:  # one step moves by exactly lr·(λ/α)(w − u)
+        assert_params_close({n: w[n] - new[n] for n in (W, B)},
+                            {n: lr * lam / alpha * (w[n] - u[n]) for n in (W, B)})
+    assert not torch.allclose(new[W], w[W])
+
+
+def test_round_is_proximal_sgd_from_cloud_model():
+    # full round: u_i = Σ_j ξ_ij w_j, then SGD on CE + λ/(2α)‖w − u_i‖² from u_i
+    lr, lam, alpha = 0.5, 2.0, 1.0
+    e, alg = _alg({"lam": lam, "alpha": alpha, "sigma": 4.0}, lr=lr, local_steps=4)
+    state = alg.init()
+    start = clone(state["params"])
+    xi = fedamp_attention(flatten(start), alpha, 4.0)
+    state, losses = alg.round(state, 1)
+    torch.testing.assert_close(state["xi"], xi)
+    clouds = _manual_cloud(start, xi)
+    for k in range(3):
+        expected = _manual_prox_sgd(e, clouds[k], clouds[k], k, 1, lr, lam / alpha)
+        assert_params_close(e.take(state["params"], k), expected)
+        # without the proximal term the result differs: the term really acts
+        plain = _manual_prox_sgd(e, clouds[k], clouds[k], k, 1, lr, 0.0)
+        assert not torch.allclose(plain[W], expected[W], atol=1e-5)
+    assert np.all(np.isfinite(losses))
+
+
+def test_lam_zero_is_local_training_from_cloud_model():
+    lr = 0.3
+    e, alg = _alg({"lam": 0.0, "sigma": 4.0, "alpha": 1.0}, lr=lr)
+    state = alg.init()
+    start = clone(state["params"])
+    state, losses = alg.round(state, 1)
+    clouds = mix(start, fedamp_attention(flatten(start), 1.0, 4.0))
+    for k in range(3):
+        u = e.take(clouds, k)
+        assert_params_close(e.take(state["params"], k), _manual_prox_sgd(e, u, u, k, 1, lr, 0.0))
+        ref, _, loss = e.local_train(u, e.init_opt(u), k, 1)
+        assert_params_close(e.take(state["params"], k), ref, atol=0, rtol=0)
+        assert losses[k] == pytest.approx(loss)
+
+
+def test_cloud_models_are_attention_mixtures():
+    e, _ = _alg()
+    params = e.client_init()["params"]
+    xi = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.0, 0.25, 0.75]],
+                      dtype=torch.float64)
+    got = mix(params, xi)
+    for k, expected in enumerate(_manual_cloud(params, xi)):
+        assert_params_close(e.take(got, k), expected)
+        assert got[W].dtype == torch.float32
+
+
+# ---------------------------------------------------------------------- state / predict / record
+
+
+def test_init_clients_own_models():
+    e, alg = _alg()
+    state = alg.init()
+    for k in range(3):
+        assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+    assert torch.isnan(state["xi"]).all()
+    log = R.MetricLog()
+    alg.record(state, 0, log)
+    assert len(log) == 0
+
+
+def test_predict_is_own_model():
+    e, alg = _alg(lr=0.5)
+    state, _ = alg.round(alg.init(), 1)
+    x = e.data.x
+    for k in range(3):
+        torch.testing.assert_close(alg.predict(state, k, x, 1),
+                                   e.probs(e.take(state["params"], k), x))
+
+
+def test_record_logs_xi_used_in_round():
+    e, alg = _alg({"sigma": 4.0, "alpha": 1.0}, lr=0.5)
+    state = alg.init()
+    xi1 = fedamp_attention(flatten(state["params"]), 1.0, 4.0)
+    state, _ = alg.round(state, 1)
+    xi2 = fedamp_attention(flatten(state["params"]), 1.0, 4.0)
+    state, _ = alg.round(state, 2)
+    log = R.MetricLog()
+    alg.record(state, 2, log)
+    assert set(log.metrics) == {R.WEIGHT} and set(log.rounds) == {2}
+    assert list(zip(log.clients, log.peers, strict=True)) == \
+        [(i, j) for i in range(3) for j in range(3)]
+    matrix = np.array(log.values).reshape(3, 3)
+    np.testing.assert_allclose(matrix, xi2.numpy())
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    assert not np.allclose(matrix, xi1.numpy())
+
+
+def test_deterministic_and_checkpointable():
+    hp = {"sigma": 4.0, "alpha": 1.0}
+    _, a = _alg(hp, seed=3, lr=0.5)
+    _, b = _alg(hp, seed=3, lr=0.5)
+    sa, la = a.round(a.init(), 1)
+    buf = io.BytesIO()
+    torch.save(sa, buf)
+    buf.seek(0)
+    sa2 = torch.load(buf, weights_only=True)
+    sa, la2 = a.round(sa, 2)
+    sb, lb = b.round(b.init(), 1)
+    sb, lb2 = b.round(sb, 2)
+    sa2, _ = a.round(sa2, 2)
+    assert la.tolist() == lb.tolist() and la2.tolist() == lb2.tolist()
+    for s in (sb, sa2):
+        assert torch.equal(sa["params"][W], s["params"][W])
+        assert torch.equal(sa["xi"], s["xi"])
+    _, c = _alg(hp, seed=4, lr=0.5)
+    sc, _ = c.round(c.init(), 1)
+    assert not torch.equal(sc["params"][W], sb["params"][W])
+
+
+# ---------------------------------------------------------------------- hyperparameters
+
+
+def test_parse_hyper_defaults_and_coercion():
+    assert parse_hyper(FedAMP, {}) == FedAMPHyper(lam=1.0, sigma=100.0, alpha=1.0)
+    hp = parse_hyper(FedAMP, {"lam": 0, "sigma": 3, "alpha": 2})
+    assert hp.sigma == 3.0 and isinstance(hp.sigma, float) and hp.lam == 0.0
+
+
+@pytest.mark.parametrize("bad", [
+    {"lam": -0.1}, {"sigma": 0.0}, {"sigma": -1.0}, {"alpha": 0}, {"alpha": -2.0},
+    {"sigma": "1"}, {"lam": True}, {"alpha": None}, {"lambda": 1.0}, {"self_attention": 0.5},
+])
+def test_parse_hyper_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_hyper(FedAMP, bad)
