@@ -35,8 +35,8 @@ def test_outputs_exist(built: Path) -> None:
     assert len(runs) == RUNS
     for name in ("tiny.md", "tiny.tex", "tiny.csv"):
         assert (built / "results/tables" / name).stat().st_size > 0
-    for name in ("tiny-accuracy.pdf", "tiny-accuracy.png", "tiny-weights.pdf",
-                 "tiny-weights.png"):
+    for name in ("tiny-accuracy.pdf", "tiny-accuracy.png", "tiny-weights-federico.pdf",
+                 "tiny-weights-federico.png"):
         assert (built / "figures" / name).stat().st_size > 0
     assert len(list((built / "results/partitions/digits").rglob("split0.parquet"))) == 2
     assert len(list((built / "results/partitions/digits").rglob("split0-clients.csv"))) == 2
@@ -126,13 +126,13 @@ def test_lint_is_clean(built: Path) -> None:
 
 def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
     work = new_workdir(tmp_path / "fig")
-    jobs = planned_jobs(snakemake(work, "-n", "figures/tiny-weights.pdf"))
+    jobs = planned_jobs(snakemake(work, "-n", "figures/tiny-weights-federico.pdf"))
     rules = Counter(rule for rule, _ in jobs)
     assert {w["method"] for r, w in jobs if r == "train"} == {"federico"}
     assert rules["train"] == RUNS // 4
     assert "table" not in rules and "plot_accuracy" not in rules
-    snakemake(work, "figures/tiny-weights.pdf")
-    assert (work / "figures/tiny-weights.pdf").stat().st_size > 0
+    snakemake(work, "figures/tiny-weights-federico.pdf")
+    assert (work / "figures/tiny-weights-federico.pdf").stat().st_size > 0
     assert not (work / "figures/tiny-accuracy.pdf").exists()
 
 
