@@ -65,3 +65,24 @@ def test_fashion_mnist_came_from_the_verified_local_mirror(cpu_scale: Path) -> N
     meta = yaml.safe_load((cpu_scale / "results/data/fashion_mnist/meta.json").read_text())
     assert meta["size"] == 70000 and meta["num_classes"] == 10
     assert meta["shape"] == [1, 28, 28]
+
+
+@pytest.mark.parametrize("split", ["iid", "pathological", "practical"])
+def test_fedamp_tables_at_cpu_scale(cpu_scale: Path, split: str) -> None:
+    table = pd.read_csv(cpu_scale / f"results/tables/fedamp_table_{split}_cpu.csv")
+    methods = {"local", "fedavg", "fedprox", "fedavg_ft", "fedprox_ft", "scaffold", "apfl",
+               "fedamp", "heurfedamp"}
+    assert set(table["method"]) == methods
+    assert set(table["metric_name"]) == {"mean_bmta", "mean_final"}
+    wide = table.pivot(index="method", columns="metric_name", values="mean")
+    assert (wide["mean_bmta"] >= wide["mean_final"] - 1e-9).all()  # best >= final
+    assert (table["n"] == 2).all()
+    md = (cpu_scale / f"results/tables/fedamp_table_{split}_cpu.md").read_text()
+    assert "BMTA" in md
+
+
+@pytest.mark.parametrize("method", ["fedamp", "heurfedamp"])
+def test_xi_heatmaps_on_the_practical_split(cpu_scale: Path, method: str) -> None:
+    for ext in ("pdf", "png"):
+        path = cpu_scale / f"figures/fedamp_practical_fashion_cpu-weights-{method}.{ext}"
+        assert path.stat().st_size > 0
