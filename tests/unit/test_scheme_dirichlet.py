@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition, labels_per_client
 
 from pflrepro.data.schemes import dirichlet as dirichlet_module
 from pflrepro.data.schemes.dirichlet import DirichletPartitioner, apportion, top_up
@@ -10,19 +11,6 @@ SMALL = np.random.default_rng(3).permutation(np.repeat(np.arange(10), 50))  # 50
 CIFAR = np.repeat(np.arange(10), 5000)  # CIFAR-10-sized
 
 
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
-
-
-def labels_per_client(frame: pd.DataFrame, labels: np.ndarray) -> pd.Series:
-    return pd.Series(labels[frame["index"]]).groupby(frame["client"].to_numpy()).nunique()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition
 
 from pflrepro.data.schemes.domains import DomainsPartitioner
 
@@ -10,16 +11,6 @@ DOMAIN = _rng.permutation(np.repeat(np.arange(4), [60, 45, 80, 51]))  # Office-H
 LABELS = _rng.integers(0, 65, size=len(DOMAIN))
 EXTRAS = {"domain": DOMAIN}
 
-
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

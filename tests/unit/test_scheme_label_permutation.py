@@ -3,22 +3,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition
 
 from pflrepro.data.schemes.label_permutation import LabelPermutationPartitioner
 
 SEEDS = range(10)
 LABELS = np.random.default_rng(5).permutation(np.repeat(np.arange(10), 40))  # 400 samples
 
-
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
 
 
 def mapping_of(rows: pd.DataFrame, labels: np.ndarray) -> dict[int, int]:

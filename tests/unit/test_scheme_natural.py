@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition
 
 from pflrepro.data.schemes.natural import NaturalPartitioner
 
@@ -12,16 +13,6 @@ WRITER = _rng.permutation(np.repeat(np.arange(30), SIZES))
 LABELS = _rng.integers(0, 62, size=len(WRITER))
 EXTRAS = {"writer": WRITER}
 
-
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

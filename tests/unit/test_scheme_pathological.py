@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition, labels_per_client
 
 from pflrepro.data.schemes.pathological import PathologicalPartitioner, separate_labels
 
@@ -9,19 +10,6 @@ LABELS = np.random.default_rng(5).permutation(np.repeat(np.arange(10), 60))  # 6
 CIFAR = np.repeat(np.arange(10), 5000)
 
 
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
-
-
-def labels_per_client(frame: pd.DataFrame, labels: np.ndarray) -> pd.Series:
-    return pd.Series(labels[frame["index"]]).groupby(frame["client"].to_numpy()).nunique()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from _partition_checks import check_partition
 
 from pflrepro.data.schemes.practical import PracticalPartitioner
 
@@ -8,16 +9,6 @@ SEEDS = range(10)
 LABELS = np.random.default_rng(11).permutation(np.repeat(np.arange(10), 100))  # 1000 samples
 CIFAR = np.repeat(np.arange(10), 5000)
 
-
-def check_partition(frame: pd.DataFrame, clients: int, n_samples: int) -> None:
-    assert not frame["index"].duplicated().any()
-    assert frame["index"].between(0, n_samples - 1).all()
-    train = set(frame.loc[frame["split"] == "train", "index"])
-    test = set(frame.loc[frame["split"] == "test", "index"])
-    assert not train & test
-    assert sorted(frame["client"].unique()) == list(range(clients))
-    counts = frame.groupby(["client", "split"]).size().unstack(fill_value=0)
-    assert (counts["train"] >= 1).all() and (counts["test"] >= 1).all()
 
 
 def count_table(frame: pd.DataFrame, labels: np.ndarray, num_classes: int) -> pd.DataFrame:
