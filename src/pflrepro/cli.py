@@ -83,13 +83,23 @@ def _partition_stats(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    import hashlib
+
+    from pflrepro.checkpoint import Checkpointer
     from pflrepro.io import write_parquet
     from pflrepro.run import RunSpec, run
 
     spec = RunSpec.from_json(args.spec)
-    frame = run(spec, args.data, args.partition, threads=args.threads, progress=args.progress)
+    checkpoint = None
+    if args.checkpoint:
+        fingerprint = hashlib.sha256(args.spec.encode()).hexdigest()
+        checkpoint = Checkpointer(Path(args.checkpoint), fingerprint, args.checkpoint_every)
+    frame = run(spec, args.data, args.partition, threads=args.threads, progress=args.progress,
+                checkpoint=checkpoint)
     write_parquet(frame, args.out)
     log.info("wrote %s (%d rows)", args.out, len(frame))
+    if checkpoint is not None:
+        checkpoint.remove()
 
 
 def _aggregate(args: argparse.Namespace) -> None:
@@ -215,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--checkpoint", help="checkpoint file: resume from it if it holds this "
+                   "spec, save to it every --checkpoint-every rounds and on SIGTERM, delete "
+                   "it once the results are written")
+    p.add_argument("--checkpoint-every", type=int, default=10, metavar="ROUNDS")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
@@ -265,12 +279,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; known input errors print one line and return 1."""
+    from pflrepro.checkpoint import Interrupted
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
     try:
         args.func(args)
+    except Interrupted as err:  # SIGTERM: checkpoint saved; the scheduler may requeue
+        log.warning("%s", err)
+        return 143
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         log.error("%s", err)
         print(f"pflrepro {args.command}: error: {err}", file=sys.stderr)

@@ -23,6 +23,7 @@ from torch.func import functional_call
 
 from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm, State
+from pflrepro.checkpoint import Checkpointer, Interrupted
 from pflrepro.data.store import ArrayDataset
 from pflrepro.models import build_model
 from pflrepro.optim import Optimizer, OptState, Params
@@ -149,6 +150,9 @@ def _rotate(x: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:
 
 class Engine:
     """Shared mechanics for one run: data, model, optimiser, seeding, evaluation."""
+
+    #: Set (e.g. from a SIGTERM handler) to stop after the current round.
+    stop: bool = False
 
     def __init__(self, data: FederatedData, training: TrainingConfig, seed: int,
                  in_shape: tuple[int, int, int], device: torch.device) -> None:
@@ -318,17 +322,30 @@ class Engine:
             log_.add(rnd, k, R.TEST_ACCURACY, acc)
             log_.add(rnd, k, R.TEST_LOSS, nll)
 
-    def run(self, algorithm: Algorithm, progress: bool = False) -> R.MetricLog:
-        """Run every round of ``algorithm``; return the run's metric log."""
-        out = R.MetricLog()
-        for k in range(self.num_clients):
-            out.add(0, k, R.N_TRAIN, self.n_train(k))
-            out.add(0, k, R.N_TEST, len(self.data.test[k]))
-            out.add(0, k, R.GROUP, self.data.groups[k])
-        state = algorithm.init()
-        algorithm.record(state, 0, out)
-        self.evaluate(algorithm, state, 0, out)
-        rounds: Sequence[int] = range(1, self.cfg.rounds + 1)
+    def run(self, algorithm: Algorithm, progress: bool = False,
+            checkpoint: Checkpointer | None = None) -> R.MetricLog:
+        """Run every round of ``algorithm``; return the run's metric log.
+
+        With ``checkpoint``, the run resumes after the last checkpointed round when a
+        checkpoint of the same spec exists, saves one every ``checkpoint.every``
+        rounds, and saves one and raises :class:`Interrupted` when :attr:`stop` is set
+        (by a SIGTERM handler, say) at the end of a round.
+        """
+        state = algorithm.init()  # also sets up whatever the algorithm derives once
+        resumed = checkpoint.load(self.device) if checkpoint is not None else None
+        if resumed is not None:
+            first, state, out = resumed
+            first += 1
+        else:
+            first = 1
+            out = R.MetricLog()
+            for k in range(self.num_clients):
+                out.add(0, k, R.N_TRAIN, self.n_train(k))
+                out.add(0, k, R.N_TEST, len(self.data.test[k]))
+                out.add(0, k, R.GROUP, self.data.groups[k])
+            algorithm.record(state, 0, out)
+            self.evaluate(algorithm, state, 0, out)
+        rounds: Sequence[int] = range(first, self.cfg.rounds + 1)
         if progress:
             from tqdm import tqdm
 
@@ -341,4 +358,10 @@ class Engine:
             algorithm.record(state, rnd, out)
             if rnd % self.cfg.eval_every == 0 or rnd == self.cfg.rounds:
                 self.evaluate(algorithm, state, rnd, out)
+            if checkpoint is not None and rnd < self.cfg.rounds and (
+                    checkpoint.due(rnd) or self.stop):
+                checkpoint.save(rnd, state, out)
+            if self.stop and rnd < self.cfg.rounds:
+                saved = "checkpoint saved" if checkpoint is not None else "no checkpoint"
+                raise Interrupted(f"stopped after round {rnd} ({saved})")
         return out

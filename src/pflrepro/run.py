@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import torch
 from pflrepro import results as R
 from pflrepro.algorithms import get_algorithm
 from pflrepro.algorithms.base import parse_hyper
+from pflrepro.checkpoint import Checkpointer
 from pflrepro.data.partition import read_partition
 from pflrepro.data.store import load_dataset
 from pflrepro.engine import Engine, FederatedData, choose_device
@@ -53,8 +55,14 @@ class RunSpec:
 
 
 def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
-        threads: int | None = None, progress: bool = False) -> pd.DataFrame:
-    """Train ``spec`` on the prepared data set and partition; return the run table."""
+        threads: int | None = None, progress: bool = False,
+        checkpoint: Checkpointer | None = None) -> pd.DataFrame:
+    """Train ``spec`` on the prepared data set and partition; return the run table.
+
+    With ``checkpoint`` the run resumes from and saves checkpoints, and SIGTERM
+    (preemption, a time limit) makes it save one after the current round and stop
+    with :class:`~pflrepro.engine.Interrupted`.
+    """
     if threads:
         torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -71,7 +79,18 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     data = FederatedData.build(dataset, partition, device)
     engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device)
     start = time.perf_counter()
-    metrics = engine.run(cls(engine, hyper), progress=progress)
+    previous = None
+    if checkpoint is not None:
+        def request_stop(signum: int, frame: object) -> None:
+            log.warning("signal %d: stopping after the current round", signum)
+            engine.stop = True
+
+        previous = signal.signal(signal.SIGTERM, request_stop)
+    try:
+        metrics = engine.run(cls(engine, hyper), progress=progress, checkpoint=checkpoint)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     log.info("%s: %d rounds in %.1f s", spec.method, spec.training.rounds,
              time.perf_counter() - start)
     config = {

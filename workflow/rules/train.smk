@@ -25,4 +25,5 @@ rule train:
         ENV
     shell:
         "pflrepro train --spec {params.spec:q} --data {input.meta} --partition {input.partition}"
+        " --checkpoint {output}.ckpt"
         " --threads {threads} --out {output} > {log} 2>&1"

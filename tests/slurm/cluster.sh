@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# A throwaway single-node SLURM cluster with one fake GPU, for tests/slurm.
+#
+#   tests/slurm/cluster.sh start    bring up munged (unless one already answers),
+#                                   slurmctld and slurmd; wait until the node is idle
+#   tests/slurm/cluster.sh stop     cancel its jobs, kill exactly the daemons `start`
+#                                   started (newest first) and wait until they are gone
+#   tests/slurm/cluster.sh status   the recorded daemons and `sinfo`
+#   tests/slurm/cluster.sh env      print `export SLURM_CONF=...` for client commands
+#
+# Needs root and Debian's `slurm-wlm munge` (Slurm 22.05); no systemd. Everything the
+# cluster writes (slurm.conf, gres.conf, state, spool, logs, PIDs) lives in one
+# directory, $PFL_SLURM_DIR (default /tmp/pflrepro-slurm); nothing under /etc/slurm is
+# touched, so clients must see SLURM_CONF=$PFL_SLURM_DIR/slurm.conf (jobs inherit it).
+# Ports: $PFL_SLURM_PORT (slurmctld, default 6817) and the next one (slurmd).
+# `start` is idempotent: it returns at once when its daemons are already running.
+# Recipe and pitfalls: ../shared/notes/slurm-ci.md.
+set -euo pipefail
+
+DIR=${PFL_SLURM_DIR:-/tmp/pflrepro-slurm}
+PORT=${PFL_SLURM_PORT:-6817}
+CONF=$DIR/slurm.conf
+PIDS=$DIR/pids          # one "name pid" line per daemon this script started, oldest first
+HOST=$(hostname -s)
+export SLURM_CONF=$CONF
+
+log() { echo "cluster.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+alive() {  # alive NAME PID: the process exists and is still the daemon we started
+  [ -r "/proc/$2/comm" ] && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "$1" ]
+}
+
+recorded_alive() {  # every recorded daemon is running (and at least one is recorded)
+  [ -s "$PIDS" ] || return 1
+  local name pid
+  while read -r name pid; do alive "$name" "$pid" || return 1; done < "$PIDS"
+}
+
+node_state() { sinfo -h -N -o %T 2>/dev/null | head -n1; }
+
+wait_idle() {
+  local i state
+  for i in $(seq 1 60); do
+    state=$(node_state || true)
+    case "$state" in
+      idle*|mixed*|allocated*) return 0 ;;
+      drain*|inval*|down*) scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true ;;
+    esac
+    sleep 1
+  done
+  die "node not idle after 60 s (state: '${state:-none}'); see $DIR/log/"
+}
+
+write_conf() {
+  local cpus mem
+  cpus=$(nproc)
+  mem=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.85}' /proc/meminfo)
+  mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
+  cat > "$CONF" <<EOF
+# Written by tests/slurm/cluster.sh: a single-node test cluster, one fake GPU.
+ClusterName=pflrepro
+SlurmctldHost=localhost
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+MpiDefault=none
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobCompType=jobcomp/none
+# No accounting database: sacct cannot answer, so clients must use squeue for job
+# status, and finished jobs must stay visible to squeue/scontrol long enough.
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MinJobAge=3600
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1000
+ReturnToService=2
+GresTypes=gpu
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:1 State=UNKNOWN
+PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+EOF
+  # File=/dev/null: without a device file the node goes INVAL (gres count too low).
+  cat > "$DIR/gres.conf" <<EOF
+AutoDetect=off
+NodeName=$HOST Name=gpu Type=fake File=/dev/null
+EOF
+}
+
+spawn() {  # spawn NAME COMMAND...: start a foreground daemon detached, record its PID
+  local name=$1; shift
+  setsid "$@" > "$DIR/log/$name.out" 2>&1 < /dev/null 9>&- &
+  local pid=$!
+  echo "$name $pid" >> "$PIDS"
+  # setsid execs the daemon, so $! is the daemon itself once exec has happened
+  local i
+  for i in $(seq 1 50); do
+    alive "$name" "$pid" && return 0
+    kill -0 "$pid" 2>/dev/null || die "$name exited at once; see $DIR/log/$name.out"
+    sleep 0.1
+  done
+  die "$name (pid $pid) did not start"
+}
+
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+
+port_busy() { ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; }
+
+start() {
+  [ "$(id -u)" -eq 0 ] || die "must run as root (the daemons and jobs run as root)"
+  local tool
+  for tool in munged munge slurmctld slurmd sinfo sbatch setsid setpriv; do
+    command -v "$tool" >/dev/null || die "$tool not found: apt-get install slurm-wlm munge"
+  done
+  mkdir -p "$DIR"
+  if recorded_alive; then
+    wait_idle
+    log "already running ($(tr '\n' ' ' < "$PIDS"))"
+    return 0
+  fi
+  [ -s "$PIDS" ] && { log "some recorded daemons are gone: restarting"; stop_daemons; }
+  rm -f "$PIDS"
+  for tool in "$PORT" "$((PORT + 1))"; do
+    port_busy "$tool" && die "port $tool is in use (another slurmctld/slurmd?); set PFL_SLURM_PORT"
+  done
+  write_conf
+
+  if munge_ok; then
+    log "munged already running: using it (not recorded, not stopped)"
+  else
+    local key=/etc/munge/munge.key
+    [ -s "$key" ] || mungekey --create --keyfile="$key"
+    chown munge:munge "$key" && chmod 400 "$key"
+    install -d -o munge -g munge -m 755 /run/munge
+    spawn munged setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged -F
+    local i
+    for i in $(seq 1 50); do munge_ok && break; sleep 0.1; done
+    munge_ok || die "munge does not answer; see $DIR/log/munged.out"
+  fi
+
+  # -c: start without the state of an earlier run (no stale jobs)
+  spawn slurmctld slurmctld -D -c -f "$CONF"
+  for tool in $(seq 1 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
+  spawn slurmd slurmd -D -f "$CONF"
+  wait_idle
+  log "up: $(tr '\n' ' ' < "$PIDS")(SLURM_CONF=$CONF)"
+}
+
+stop_daemons() {  # kill the recorded daemons, newest first; wait until each is gone
+  [ -f "$PIDS" ] || return 0
+  local name pid i failed=0
+  while read -r name pid; do
+    alive "$name" "$pid" || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do alive "$name" "$pid" || break; sleep 0.1; done
+    if alive "$name" "$pid"; then
+      log "$name ($pid) ignored SIGTERM for 10 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do alive "$name" "$pid" || break; sleep 0.1; done
+    fi
+    alive "$name" "$pid" && { log "$name ($pid) is still running"; failed=1; }
+  done < <(tac "$PIDS")
+  [ "$failed" -eq 0 ] || return 1
+  rm -f "$PIDS"
+}
+
+stop() {
+  if [ -s "$PIDS" ] && scontrol ping 2>/dev/null | grep -q UP; then
+    # cancel this cluster's jobs first, so no job step outlives its slurmd
+    local jobs i
+    jobs=$(squeue -h -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+      # shellcheck disable=SC2086
+      scancel $jobs 2>/dev/null || true
+      for i in $(seq 1 30); do
+        [ -z "$(squeue -h -t PENDING,RUNNING,CONFIGURING,COMPLETING -o %i 2>/dev/null)" ] && break
+        sleep 1
+      done
+    fi
+  fi
+  stop_daemons
+  log "stopped"
+}
+
+status() {
+  if [ -s "$PIDS" ]; then
+    local name pid
+    while read -r name pid; do
+      if alive "$name" "$pid"; then echo "$name $pid running"; else echo "$name $pid gone"; fi
+    done < "$PIDS"
+    sinfo -N -o "%N %T %G" 2>/dev/null || true
+  else
+    echo "not started"
+  fi
+}
+
+cmd=${1:-}
+case "$cmd" in
+  start|stop|status)
+    mkdir -p "$DIR"
+    exec 9> "$DIR/lock"
+    flock -w 120 9 || die "another cluster.sh holds $DIR/lock"
+    "$cmd" ;;
+  env) echo "export SLURM_CONF=$CONF" ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,83 @@
+"""Kill a real training process mid-run (SIGTERM, SIGKILL) and resume it.
+
+The resumed run must write a Parquet file byte-identical to an uninterrupted run.
+The kill waits for the first periodic checkpoint, then a seeded random delay, so
+every trial interrupts a run in progress at a different round.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pflrepro.data.schemes  # noqa: F401  (registers the schemes)
+from pflrepro.data.datasets import prepare_dataset
+from pflrepro.data.partition import from_spec, write_partition
+from pflrepro.data.store import load_dataset
+
+pytestmark = pytest.mark.workflow
+
+SPEC = {"experiment": "resume", "dataset": "digits", "partition": "p", "method": "federico",
+        "algorithm": "federico", "params": {}, "split_seed": 0, "train_seed": 0,
+        "training": {"rounds": 30, "model": "mlp", "model_options": {"hidden": [32]},
+                     "device": "cpu", "eval_every": 1}}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("resume")
+    prepare_dataset("digits", root / "digits", root / "raw")
+    p = from_spec({"scheme": "label_groups", "clients": 6, "groups": 3})
+    frame = p.split(load_dataset(root / "digits").y[:], 10, 0)
+    write_partition(frame, str(root / "p.parquet"), partitioner=p, dataset="digits", seed=0)
+    return root / "digits", root / "p.parquet"
+
+
+def _cmd(inputs: tuple[Path, Path], out: Path, checkpoint: Path | None) -> list[str]:
+    cmd = [sys.executable, "-m", "pflrepro", "train", "--spec", json.dumps(SPEC),
+           "--data", str(inputs[0]), "--partition", str(inputs[1]), "--out", str(out)]
+    if checkpoint is not None:
+        cmd += ["--checkpoint", str(checkpoint), "--checkpoint-every", "3"]
+    return cmd
+
+
+@pytest.fixture(scope="module")
+def reference(inputs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    out = tmp_path_factory.mktemp("ref") / "run.parquet"
+    subprocess.run(_cmd(inputs, out, None), check=True, capture_output=True)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_run_resumes_to_identical_results(inputs: tuple[Path, Path], reference: bytes,
+                                                 tmp_path: Path, sig: signal.Signals,
+                                                 trial: int) -> None:
+    out, ckpt = tmp_path / "run.parquet", tmp_path / "run.parquet.ckpt"
+    proc = subprocess.Popen(_cmd(inputs, out, ckpt), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ckpt.exists(), "no checkpoint was written"
+    time.sleep(np.random.default_rng(trial + 10 * int(sig)).uniform(0.0, 1.0))
+    proc.send_signal(sig)
+    code = proc.wait(timeout=120)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    if code == 0:
+        pytest.skip("the run finished before the signal arrived")
+    assert not out.exists()  # nothing half-written
+    assert ckpt.exists()
+    if sig == signal.SIGTERM:
+        assert code == 143, stderr  # checkpoint saved at the end of the round, then stop
+        assert "stopped after round" in stderr
+    subprocess.run(_cmd(inputs, out, ckpt), check=True, capture_output=True)
+    assert out.read_bytes() == reference
+    assert not ckpt.exists()  # removed once the results are written
