@@ -82,6 +82,21 @@ def _partition_stats(args: argparse.Namespace) -> None:
     write_text(args.md, "\n".join(lines) + "\n")
 
 
+def _public(args: argparse.Namespace) -> None:
+    from pflrepro.data.partition import read_partition
+    from pflrepro.data.public import public_split, write_public
+    from pflrepro.data.store import load_dataset
+
+    source = load_dataset(args.data)
+    exclude = None
+    if args.exclude_partition:  # public rows from the clients' own data set
+        frame, _ = read_partition(args.exclude_partition)
+        exclude = frame["index"].to_numpy()
+    rows = public_split(source.meta.size, args.size, args.seed, exclude=exclude)
+    write_public(rows, args.out, dataset=source.meta.name, seed=args.seed)
+    log.info("public set: %d rows of %s (seed %d)", len(rows), source.meta.name, args.seed)
+
+
 def _train(args: argparse.Namespace) -> None:
     import hashlib
 
@@ -217,6 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, required=True, help="split seed")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_partition)
+
+    p = sub.add_parser("public", help="draw an unlabeled public set (distillation)")
+    p.add_argument("--data", required=True, help="prepared data set the rows come from")
+    p.add_argument("--size", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True, help="split seed")
+    p.add_argument("--exclude-partition", help="partition whose rows to avoid (same data set)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_public)
 
     p = sub.add_parser("train", help="run one training job")
     p.add_argument("--spec", required=True, help="run spec as JSON")

@@ -51,6 +51,14 @@ class MethodConfig:
 
 
 @dataclass(frozen=True)
+class PublicConfig:
+    """An unlabeled public set for distillation (PerFed-CKT): ``size`` rows of ``dataset``."""
+
+    dataset: str
+    size: int
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     """A grid: one data set × partitions × methods × split seeds × training seeds."""
 
@@ -68,6 +76,7 @@ class ExperimentConfig:
     figures: tuple[str, ...] = ("accuracy", "weights")
     focus_client: int = 0
     partition_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    public: PublicConfig | None = None
 
     def partition(self, partition_id: str) -> Partitioner:
         """The partitioner with id ``partition_id``."""
@@ -277,6 +286,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                           for f in spec.get("figures", ("accuracy", "weights"))),
             focus_client=int(spec.get("focus_client", 0)),
             partition_labels=labels,
+            public=_public(spec.get("public"), f"{where}.public"),
         )
         exp = experiments[name]
         clients = min((p.clients for p in exp.partitions), default=0)
@@ -306,6 +316,18 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
                           tables=tables, scale=_choice(raw.get("scale", "paper"), SCALES,
                                                        "scale"))
+
+
+def _public(spec: Mapping[str, Any] | None, where: str) -> PublicConfig | None:
+    if spec is None:
+        return None
+    dataset = spec.get("dataset")
+    if dataset not in DATASETS:
+        raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}")
+    size = int(spec.get("size", 0))
+    if size < 1:
+        raise ConfigError(f"{where}.size: must be >= 1, got {size}")
+    return PublicConfig(dataset=dataset, size=size)
 
 
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:

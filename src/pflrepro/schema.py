@@ -141,6 +141,19 @@ def _experiment_schema() -> dict[str, Any]:
                                        "rounds, FedeRiCo Figs. 6c and 7)."},
             "focus_client": {"type": "integer", "minimum": 0, "default": 0,
                              "description": "The client of the client_* figures."},
+            "public": {
+                "type": "object", "additionalProperties": False,
+                "required": ["dataset", "size"],
+                "description": "Unlabeled public set for distillation (PerFed-CKT: 2000 "
+                               "CIFAR-100 images), drawn once per partition and split seed, "
+                               "disjoint from the clients' data when from the same data set.",
+                "properties": {
+                    "dataset": {"type": "string", "enum": sorted(DATASETS),
+                                "description": "Data set the public rows come from."},
+                    "size": {"type": "integer", "minimum": 1,
+                             "description": "Number of public samples."},
+                },
+            },
             "dataset": {"type": "string", "enum": sorted(DATASETS),
                         "description": "Data set name from the data set registry."},
             "partitions": {"type": "array", "minItems": 1,

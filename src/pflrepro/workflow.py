@@ -22,6 +22,7 @@ TABLE = "results/tables/{experiment}.{ext}"
 FIGURE = "figures/{experiment}-{kind}.{ext}"
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
+PUBLIC = "results/public/{dataset}/{partition}/split{split}-{source}{size}.parquet"
 
 #: Algorithms that learn pairwise weights (client-client or client-component) and log
 #: them as ``weight`` rows: each gets a heatmap figure.
@@ -89,6 +90,9 @@ def partition_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[s
                 out += [PARTITION_STATS.format(**keys, kind=k)
                         for k in ("clients.csv", "summary.md")]
                 out += [PARTITION_FIGURE.format(**keys, ext=ext) for ext in ("pdf", "png")]
+                if exp.public is not None:
+                    out.append(PUBLIC.format(**keys, source=exp.public.dataset,
+                                             size=exp.public.size))
     return list(dict.fromkeys(out))
 
 
@@ -182,6 +186,11 @@ def train_resource(cfg: WorkflowConfig, wildcards: Any, name: str) -> int:
     """``gpu``, ``mem_mb`` or ``runtime`` (minutes) of a train job, from the experiment."""
     res: Mapping[str, int] = cfg.experiments[wildcards.experiment].resources
     return int(res[name])
+
+
+def public_exclude_arg(source: str, dataset: str, partition: str) -> str:
+    """``--exclude-partition P`` when the public set comes from the clients' data set."""
+    return f"--exclude-partition {partition}" if source == dataset else ""
 
 
 def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:

@@ -6,23 +6,25 @@
 #   tests/slurm/cluster.sh stop     cancel its jobs, kill exactly the daemons `start`
 #                                   started (newest first) and wait until they are gone
 #   tests/slurm/cluster.sh status   the recorded daemons and `sinfo`
-#   tests/slurm/cluster.sh env      print `export SLURM_CONF=...` for client commands
 #
-# Needs root and Debian's `slurm-wlm munge` (Slurm 22.05); no systemd. Everything the
-# cluster writes (slurm.conf, gres.conf, state, spool, logs, PIDs) lives in one
-# directory, $PFL_SLURM_DIR (default /tmp/pflrepro-slurm); nothing under /etc/slurm is
-# touched, so clients must see SLURM_CONF=$PFL_SLURM_DIR/slurm.conf (jobs inherit it).
-# Ports: $PFL_SLURM_PORT (slurmctld, default 6817) and the next one (slurmd).
-# `start` is idempotent: it returns at once when its daemons are already running.
-# Recipe and pitfalls: ../shared/notes/slurm-ci.md.
+# Needs root and Debian's `slurm-wlm munge` (Slurm 22.05); no systemd. It writes
+# /etc/slurm/slurm.conf and gres.conf (marked as its own; it refuses to overwrite
+# others, and `stop` removes them): the configuration must be at the default path,
+# because the plugin's job step drops SLURM_CONF from the environment of the `srun`
+# inside each job. State, spool, logs and the PID list live in $PFL_SLURM_DIR
+# (default /tmp/pflrepro-slurm). Ports: $PFL_SLURM_PORT (slurmctld, default 6817) and
+# the next one (slurmd). `start` is idempotent: it returns at once when its daemons
+# are already running. Recipe and pitfalls: ../shared/notes/slurm-ci.md.
 set -euo pipefail
 
 DIR=${PFL_SLURM_DIR:-/tmp/pflrepro-slurm}
 PORT=${PFL_SLURM_PORT:-6817}
-CONF=$DIR/slurm.conf
+ETC=/etc/slurm
+CONF=$ETC/slurm.conf
+MARK="# Written by tests/slurm/cluster.sh"
 PIDS=$DIR/pids          # one "name pid" line per daemon this script started, oldest first
 HOST=$(hostname -s)
-export SLURM_CONF=$CONF
+unset SLURM_CONF  # clients read /etc/slurm/slurm.conf
 
 log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -56,9 +58,15 @@ write_conf() {
   local cpus mem
   cpus=$(nproc)
   mem=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.85}' /proc/meminfo)
-  mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
+  mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$ETC"
+  local f
+  for f in "$CONF" "$ETC/gres.conf"; do
+    if [ -e "$f" ] && ! head -n1 "$f" | grep -qF "$MARK"; then
+      die "$f exists and is not ours: refusing to overwrite it"
+    fi
+  done
   cat > "$CONF" <<EOF
-# Written by tests/slurm/cluster.sh: a single-node test cluster, one fake GPU.
+$MARK: a single-node test cluster, one fake GPU.
 ClusterName=pflrepro
 SlurmctldHost=localhost
 SlurmctldPort=$PORT
@@ -91,7 +99,8 @@ NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:1 Sta
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
   # File=/dev/null: without a device file the node goes INVAL (gres count too low).
-  cat > "$DIR/gres.conf" <<EOF
+  cat > "$ETC/gres.conf" <<EOF
+$MARK
 AutoDetect=off
 NodeName=$HOST Name=gpu Type=fake File=/dev/null
 EOF
@@ -149,11 +158,11 @@ start() {
   fi
 
   # -c: start without the state of an earlier run (no stale jobs)
-  spawn slurmctld slurmctld -D -c -f "$CONF"
+  spawn slurmctld slurmctld -D -c
   for tool in $(seq 1 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-  spawn slurmd slurmd -D -f "$CONF"
+  spawn slurmd slurmd -D
   wait_idle
-  log "up: $(tr '\n' ' ' < "$PIDS")(SLURM_CONF=$CONF)"
+  log "up: $(tr '\n' ' ' < "$PIDS")"
 }
 
 stop_daemons() {  # kill the recorded daemons, newest first; wait until each is gone
@@ -189,6 +198,10 @@ stop() {
     fi
   fi
   stop_daemons
+  local f
+  for f in "$CONF" "$ETC/gres.conf"; do
+    if [ -e "$f" ] && head -n1 "$f" | grep -qF "$MARK"; then rm -f "$f"; fi
+  done
   log "stopped"
 }
 
@@ -211,6 +224,5 @@ case "$cmd" in
     exec 9> "$DIR/lock"
     flock -w 120 9 || die "another cluster.sh holds $DIR/lock"
     "$cmd" ;;
-  env) echo "export SLURM_CONF=$CONF" ;;
-  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

@@ -65,3 +65,18 @@ def test_unknown_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_schema_prints_yaml(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     assert "additionalProperties: false" in capsys.readouterr().out
+
+
+def test_public_set_avoids_client_rows(digits: Path, tmp_path: Path) -> None:
+    part = tmp_path / "p.parquet"
+    spec = {"scheme": "iid", "clients": 3, "max_samples": 1000}
+    assert main(["partition", "--data", str(digits), "--dataset", "digits", "--spec",
+                 json.dumps(spec), "--seed", "0", "--out", str(part)]) == 0
+    out = tmp_path / "public.parquet"
+    assert main(["public", "--data", str(digits), "--size", "700", "--seed", "0",
+                 "--exclude-partition", str(part), "--out", str(out)]) == 0
+    rows = set(pd.read_parquet(out)["index"])
+    assert len(rows) == 700  # 1797 - 1000 client rows leaves 797 to draw from
+    assert not rows & set(pd.read_parquet(part)["index"])
+    assert main(["public", "--data", str(digits), "--size", "900", "--seed", "0",
+                 "--exclude-partition", str(part), "--out", str(tmp_path / "x.parquet")]) == 1

@@ -87,3 +87,16 @@ def test_repository_configs_parse() -> None:
     for path in ("config.yaml", "config/demo.yaml"):
         cfg = parse(yaml.safe_load((REPO / path).read_text()))
         assert cfg.experiments
+
+
+def test_public_set_config() -> None:
+    cfg = parse(TINY)
+    public = cfg.experiments["tiny"].public
+    assert public is not None and (public.dataset, public.size) == ("digits", 100)
+    raw = copy.deepcopy(TINY)
+    raw["experiments"]["tiny"]["public"] = {"dataset": "digits", "size": 0}
+    with pytest.raises(ConfigError, match="public.size"):
+        parse(raw)
+    raw["experiments"]["tiny"]["public"] = {"dataset": "imagenet", "size": 5}
+    with pytest.raises(ConfigError, match="public.dataset"):
+        parse(raw)

@@ -44,6 +44,13 @@ def test_outputs_exist(built: Path) -> None:
     assert len(summaries) == 2
     assert all("| empty_clients | 0 |" in p.read_text() for p in summaries)
     assert len(list((built / "figures/partitions/digits").glob("*.png"))) == 2
+    publics = sorted((built / "results/public/digits").rglob("split0-digits100.parquet"))
+    assert len(publics) == 2
+    for public in publics:
+        rows = set(pd.read_parquet(public)["index"])
+        partition = built / "results/partitions/digits" / public.parent.name / "split0.parquet"
+        clients = set(pd.read_parquet(partition)["index"])
+        assert len(rows) == 100 and not rows & clients
     logs = list((built / "logs/train").rglob("*.log"))
     assert len(logs) == RUNS
     bench = list((built / "results/benchmarks/train").rglob("*.tsv"))

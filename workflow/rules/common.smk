@@ -27,6 +27,8 @@ wildcard_constraints:
     split=r"\d+",
     seed=r"\d+",
     client=r"\d+",
+    source=W.alternation(W.dataset_names()),
+    size=r"\d+",
 
 
 def all_targets():
@@ -95,3 +97,7 @@ def table_metric(wildcards):
 
 def table_caption(wildcards):
     return CFG.tables[wildcards.table].caption
+
+
+def public_exclude(wildcards, input):
+    return W.public_exclude_arg(wildcards.source, wildcards.dataset, input.partition)

@@ -65,3 +65,20 @@ rule plot_partition:
         "pflrepro plot labels --data {input.meta} --partition {input.partition}"
         " --title '{wildcards.dataset}: {wildcards.partition}, split {wildcards.split}'"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule public_set:
+    input:
+        meta="results/data/{source}/meta.json",
+        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+    output:
+        "results/public/{dataset}/{partition}/split{split}-{source}{size}.parquet",
+    params:
+        exclude=public_exclude,
+    log:
+        "logs/public_set/{dataset}/{partition}/split{split}-{source}{size}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro public --data {input.meta} --size {wildcards.size} --seed {wildcards.split}"
+        " {params.exclude} --out {output} > {log} 2>&1"
