@@ -165,7 +165,8 @@ def _table(args: argparse.Namespace) -> None:
     agg = _read_aggregates(args.aggregate)
     labels, experiment_labels = _labels(args.labels)
     table = accuracy_table(agg, methods_order=args.methods or None, labels=labels,
-                           experiment_labels=experiment_labels, metric=args.metric)
+                           experiment_labels=experiment_labels, metric=args.metric,
+                           experiments_order=args.experiments or None)
     caption = args.caption or CAPTIONS[args.metric]
     write_table(table, args.md, args.tex, args.csv, caption=caption)
 
@@ -266,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", required=True)
     p.add_argument("--caption", help="table caption (default: says what the metric is)")
     p.add_argument("--methods", nargs="*", help="row order")
+    p.add_argument("--experiments", nargs="*", help="column-group order (several experiments)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")

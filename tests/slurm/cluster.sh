@@ -96,7 +96,9 @@ DefMemPerCPU=1000
 ReturnToService=2
 GresTypes=gpu
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:1 State=UNKNOWN
-PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+# Two partitions on the one node: a job lands in debug only when it asks for it.
+PartitionName=main Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=$HOST Default=NO MaxTime=INFINITE State=UP
 EOF
   # File=/dev/null: without a device file the node goes INVAL (gres count too low).
   cat > "$ETC/gres.conf" <<EOF

@@ -101,3 +101,7 @@ def table_caption(wildcards):
 
 def public_exclude(wildcards, input):
     return W.public_exclude_arg(wildcards.source, wildcards.dataset, input.partition)
+
+
+def table_experiments(wildcards):
+    return " ".join(CFG.tables[wildcards.table].experiments)

@@ -33,6 +33,7 @@ rule table_combined:
         labels=table_labels,
         metric=table_metric,
         caption=table_caption,
+        experiments=table_experiments,
     log:
         "logs/table/{table}.log",
     conda:
@@ -40,7 +41,8 @@ rule table_combined:
     shell:
         "pflrepro table --aggregate {input} --md {output.md} --tex {output.tex}"
         " --csv {output.csv} --methods {params.methods} --labels {params.labels:q}"
-        " --metric {params.metric} --caption {params.caption:q} > {log} 2>&1"
+        " --metric {params.metric} --caption {params.caption:q}"
+        " --experiments {params.experiments} > {log} 2>&1"
 
 
 rule plot_accuracy:
