@@ -14,6 +14,25 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 
 
+# Everything but training runs where Snakemake runs (login node under profiles/slurm);
+# prepare_data too, since compute nodes often have no network.
+localrules:
+    all,
+    prepare_data,
+    partition,
+    partition_stats,
+    plot_partition,
+    public_set,
+    aggregate_method,
+    aggregate_experiment,
+    table,
+    table_combined,
+    plot_accuracy,
+    plot_weights,
+    plot_client_accuracy,
+    plot_client_weights,
+
+
 rule all:
     input:
         all_targets(),

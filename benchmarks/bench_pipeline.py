@@ -229,6 +229,15 @@ def run(quick: bool = False, repeats: int | None = None) -> Report:
                 f"{counts.get('train', 0)} of them training")
         rep.target("pipeline: dry run of the full grid < 10 s", f"{median(walls):.2f} s",
                    median(walls) < 10)
+        if not quick:
+            imp = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                subprocess.run([PYTHON, "-c", "import pflrepro.config"], check=True,
+                               env=_env())
+                imp.append(time.perf_counter() - t)
+            rep.say(f"  of which the Snakefile's `import pflrepro.config` (a fresh Python): "
+                    f"median {median(imp):.2f} s")
         rep.check(f"dry run plans one training job per run ({counts.get('train')} == "
                   f"{len(runs)})", counts.get("train") == len(runs))
 

@@ -10,7 +10,8 @@ steps per client, so a round's compute is proportional to K) and reports
 * memory from ``/proc/self/status``: resident set after imports (base), peak while
   building the data (VmHWM, reset before each phase through ``/proc/self/clear_refs``
   where the kernel allows it, else ``ru_maxrss``), resident after the build, and
-  peak during the rounds.
+  peak during the rounds. (``ru_maxrss`` is only a fallback: on Linux a child
+  inherits its parent's high-water mark through fork + exec.)
 
 The parent fits peak memory = a + b·K and compares the slope b with what K clients
 must cost if the data set is resident once: each client's own samples as float32
@@ -150,10 +151,10 @@ def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = 
         timed_e = r["eval_s"][1:] or r["eval_s"]
         rows.append([r["K"], median(timed_t), 1e3 * median(timed_t) / r["K"], median(timed_e),
                      r["build_s"], r["base"] * mb, r["data_bytes"] * mb, r["build_peak"] * mb,
-                     r["after_build"] * mb, r["round_peak"] * mb, r["maxrss"] * mb])
+                     r["after_build"] * mb, r["round_peak"] * mb])
     for line in table(rows, ["K", "train s/round", "ms/client", "eval s", "build s",
                              "base MB", "data MB", "build peak MB", "after build MB",
-                             "round peak MB", "maxrss MB"]):
+                             "round peak MB"]):
         rep.say(line)
     kk = [float(r["K"]) for r in res]
     # peaks after the synthetic data exists (the generator's temporaries are not the
