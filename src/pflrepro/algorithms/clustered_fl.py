@@ -33,7 +33,6 @@ import dataclasses
 
 import numpy as np
 import torch
-from sklearn.cluster import AgglomerativeClustering
 
 from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
 from pflrepro.optim import Params
@@ -78,6 +77,8 @@ def bipartition(updates: torch.Tensor) -> np.ndarray:
     unit = torch.where(norms > 0, updates / norms.clamp_min(1e-300), torch.zeros_like(updates))
     dist = (1.0 - unit @ unit.T).clamp_min(0.0).numpy()
     np.fill_diagonal(dist, 0.0)
+    from sklearn.cluster import AgglomerativeClustering  # 2 s to import: only when splitting
+
     labels = AgglomerativeClustering(n_clusters=2, metric="precomputed",
                                      linkage="complete").fit(dist).labels_
     return (labels != labels[0]).astype(np.int64)

@@ -285,6 +285,17 @@ def _first_run(rows: pd.DataFrame) -> dict[str, Any]:
     return runs.iloc[0].to_dict()
 
 
+def _first_run_rows(prow: pd.DataFrame, what: str, method: str,
+                    partition: str) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The first run of one (method, partition) and its rows; mixed settings raise."""
+    settings = prow[list(SETTING_KEYS)].drop_duplicates()
+    if len(settings) > 1:
+        raise ValueError(f"{what}: method {method!r}, partition {partition!r} mixes "
+                         f"settings {settings.to_dict('records')}; filter the aggregate")
+    run = _first_run(prow)
+    return run, prow[_run_mask(prow, run)]
+
+
 def _run_mask(frame: pd.DataFrame, run: Mapping[str, Any]) -> pd.Series:
     """Boolean mask of the rows of ``frame`` that belong to ``run``."""
     mask = pd.Series(True, index=frame.index)
@@ -372,12 +383,7 @@ def weight_panels(agg: pd.DataFrame, method: str = "federico", metric: str = WEI
     panels = []
     for partition in partitions:
         prow = rows[rows["partition"] == partition]
-        settings = prow[list(SETTING_KEYS)].drop_duplicates()
-        if len(settings) > 1:
-            raise ValueError(f"{what}: method {method!r}, partition {partition!r} mixes "
-                             f"settings {settings.to_dict('records')}; filter the aggregate")
-        run = _first_run(prow)
-        mine = prow[_run_mask(prow, run)]
+        run, mine = _first_run_rows(prow, what, method, partition)
         last = int(mine["round"].max())
         final = mine[mine["round"] == last]
         if final.duplicated(["client", "peer"]).any():
@@ -563,13 +569,7 @@ def client_weight_series(agg: pd.DataFrame, client: int = 0, *,
             if prow.empty:
                 line.append(None)
                 continue
-            settings = prow[list(SETTING_KEYS)].drop_duplicates()
-            if len(settings) > 1:
-                raise ValueError(f"{what}: method {method!r}, partition {partition!r} mixes "
-                                 f"settings {settings.to_dict('records')}; filter the "
-                                 "aggregate")
-            run = _first_run(prow)
-            mine = prow[_run_mask(prow, run)]
+            run, mine = _first_run_rows(prow, what, method, partition)
             rows_i = mine[mine["client"] == client]
             if rows_i.empty:
                 have = sorted(int(c) for c in mine["client"].unique())
@@ -803,12 +803,7 @@ def cluster_panels(agg: pd.DataFrame, method: str, metric: str = "cluster", *,
     panels = []
     for partition in partitions:
         prow = rows[rows["partition"] == partition]
-        settings = prow[list(SETTING_KEYS)].drop_duplicates()
-        if len(settings) > 1:
-            raise ValueError(f"{what}: method {method!r}, partition {partition!r} mixes "
-                             f"settings {settings.to_dict('records')}; filter the aggregate")
-        run = _first_run(prow)
-        mine = prow[_run_mask(prow, run)]
+        run, mine = _first_run_rows(prow, what, method, partition)
         if mine.duplicated(["client", "round"]).any():
             raise ValueError(f"{what}: a (client, round) {metric!r} is given twice in "
                              f"method {method!r}, partition {partition!r}")
