@@ -7,7 +7,8 @@ client trains one local epoch per round, and every round is evaluated.
 
 * **engine**: ``pflrepro.engine.Engine`` + the registered ``fedavg`` algorithm, fed
   through ``FederatedData.build`` (as a training job does), ``Engine.run`` with
-  ``eval_every = 1`` (each client's test set, batches of ``eval_batch_size``).
+  ``eval_every = 1`` (each client's test set, on CPU in chunks of at most
+  ``Engine.cpu_eval_chunk`` samples).
 * **reference**, written here in the style of popular pFL libraries: a deep-copied
   model per client, ``torch.optim.SGD`` per client, a fresh ``DataLoader`` per client
   per round over a list of per-sample tensors read from the client's compressed

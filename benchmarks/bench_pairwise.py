@@ -11,8 +11,9 @@ Three places evaluate many (model, data set) pairs every round:
   set -- ``FedEM.posteriors``.
 
 The engine side calls those methods of the registered algorithms, which evaluate
-through ``Engine.logits`` / ``Engine.mean_loss`` (inference mode, batches of
-``eval_batch_size`` = 1024). The reference does what pFL libraries do: for each
+through ``Engine.logits`` / ``Engine.mean_loss`` (inference mode, channels-last
+images, on CPU chunks of at most ``Engine.cpu_eval_chunk`` samples, ReLUs in place).
+The reference does what pFL libraries do: for each
 client a ``DataLoader`` (batch 32) over a list of per-sample tensors, and for each
 pair a forward pass of that model over the loader with autograd enabled (as e.g.
 FedFomo's ``recalculate_loss`` does), accumulating ``loss.item()``. A third column

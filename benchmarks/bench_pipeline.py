@@ -12,9 +12,10 @@
   last), ``train_loss`` per client every round, and what the algorithm records
   (FedeRiCo and FedFomo: K x K weights every round from 0; FedEM: K x M; FedAMP and
   HeurFedAMP: K x K from round 1; APFL, Clustered FL: one value per client). Then
-  the workflow's two aggregation stages, each ``pyarrow.parquet.read_table`` +
-  ``pyarrow.concat_tables`` + ``write_table`` as ``pflrepro aggregate`` does: every
-  (experiment, method) from its runs, then every experiment from its methods.
+  the workflow's two aggregation stages, each ``pflrepro.results.aggregate`` (what
+  ``pflrepro aggregate`` runs: read with dictionary-encoded strings, concatenate in
+  Arrow, write): every (experiment, method) from its runs, then every experiment
+  from its methods.
   Timed in one process (the work), and through the ``pflrepro aggregate`` command for
   one experiment's jobs (the per-process cost the workflow pays once per job).
 """
@@ -162,14 +163,10 @@ def write_runs(root: Path, runs: list[dict[str, Any]], scale: float = 1.0
 
 
 def aggregate(paths: list[Path], out: Path) -> int:
-    """What ``pflrepro aggregate`` does: read, concatenate, write; returns rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """What ``pflrepro aggregate`` does (:func:`pflrepro.results.aggregate`); returns rows."""
+    from pflrepro.results import aggregate as aggregate_tables
 
-    tbl = pa.concat_tables([pq.read_table(p) for p in paths])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(tbl, out)
-    return tbl.num_rows
+    return aggregate_tables(paths, out)
 
 
 def aggregate_all(root: Path, groups: dict[tuple[str, str], list[Path]]) -> dict[str, Any]:

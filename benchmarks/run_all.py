@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Report, machine_line, median, mm_rate, table  # noqa: E402
 
-ORDER = ("cell", "grid", "pairwise", "scale", "pipeline")
+ORDER = ("cell", "grid", "pairwise", "scale", "pipeline", "gpu")
 
 
 def main(argv: list[str] | None = None) -> int:

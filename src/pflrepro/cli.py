@@ -118,18 +118,10 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _aggregate(args: argparse.Namespace) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from pflrepro.results import aggregate
 
-    from pflrepro.io import atomic_path
-
-    tables = [pq.read_table(p) for p in args.inputs]
-    if not tables:
-        raise ValueError("aggregate: no input files")
-    table = pa.concat_tables(tables)
-    with atomic_path(args.out) as tmp:
-        pq.write_table(table, tmp)
-    log.info("aggregated %d runs, %d rows -> %s", len(tables), table.num_rows, args.out)
+    rows = aggregate(args.inputs, args.out)
+    log.info("aggregated %d runs, %d rows -> %s", len(args.inputs), rows, args.out)
 
 
 def _read_aggregates(paths: Sequence[str]) -> Any:

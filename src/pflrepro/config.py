@@ -8,7 +8,9 @@ partition parameters). Every error names the offending key.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -16,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pflrepro.algorithms import get_algorithm
-from pflrepro.algorithms.base import parse_hyper, source_file
+from pflrepro.algorithms.registry import algorithm_info, parse_hyper
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
@@ -169,24 +170,46 @@ class WorkflowConfig:
 
 #: Modules every training job runs, besides its algorithm's own file.
 TRAINING_CORE = ("engine.py", "optim.py", "run.py", "training.py", "seeding.py", "results.py",
-                 "algorithms/base.py", "models/__init__.py", "models/nets.py",
-                 "data/store.py", "data/partition.py")
+                 "algorithms/base.py", "algorithms/registry.py", "models/__init__.py",
+                 "models/nets.py", "data/store.py", "data/partition.py")
+_ROOT = Path(__file__).resolve().parent
 
 
+@functools.cache
 def code_digest(algorithm: str) -> str:
     """SHA-256 (first 16 hex digits) over the training core and ``algorithm``'s module.
 
-    An algorithm that builds on another (FedAvg+ on FedAvg) includes its bases' files.
+    An algorithm that builds on another (FedAvg+ on FedAvg) includes the files of the
+    algorithm modules it imports. Found from the source, without importing it (no
+    torch); computed once per process (the workflow asks once per training job).
     """
-    cls = get_algorithm(algorithm)
-    root = Path(__file__).resolve().parent
-    files = [root / f for f in TRAINING_CORE]
-    for klass in cls.__mro__:
-        if klass.__module__.startswith("pflrepro.algorithms.") and klass.__module__ != \
-                "pflrepro.algorithms.base":
-            path = source_file(klass)
-            if path not in files:
-                files.append(path)
+    files = [_ROOT / f for f in TRAINING_CORE]
+    for path in _algorithm_files(algorithm_info(algorithm).module):
+        if path not in files:
+            files.append(path)
+    return _digest(files)
+
+
+def _algorithm_files(module: str) -> list[Path]:
+    """``module``'s file, then those of the algorithm modules it imports, recursively."""
+    shared = {"pflrepro.algorithms.base", "pflrepro.algorithms.registry"}
+    files: list[Path] = []
+    todo = [module]
+    while todo:
+        mod = todo.pop(0)
+        path = _ROOT.joinpath(*mod.split(".")[1:]).with_suffix(".py")
+        if path in files:
+            continue
+        files.append(path)
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            todo += [n for n in names
+                     if n.startswith("pflrepro.algorithms.") and n not in shared]
+    return files
+
+
+def _digest(files: list[Path]) -> str:
     h = hashlib.sha256()
     for path in files:
         h.update(path.name.encode())
@@ -194,11 +217,12 @@ def code_digest(algorithm: str) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
 def partition_code_digest(scheme: str) -> str:
     """SHA-256 (16 hex digits) of the partition base and ``scheme``'s module.
 
     A partition job's parameters include it, so editing a scheme re-partitions (and
-    retrains on) only that scheme's partitions.
+    retrains on) only that scheme's partitions. Computed once per process.
     """
     import inspect
 
@@ -206,13 +230,8 @@ def partition_code_digest(scheme: str) -> str:
 
     if scheme not in PARTITIONERS:
         raise ConfigError(f"unknown partition scheme {scheme!r}")
-    root = Path(__file__).resolve().parent
-    files = [root / "data/partition.py", Path(inspect.getsourcefile(PARTITIONERS[scheme]) or "")]
-    h = hashlib.sha256()
-    for path in files:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return _digest([_ROOT / "data/partition.py",
+                    Path(inspect.getsourcefile(PARTITIONERS[scheme]) or "")])
 
 
 def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: str
@@ -238,8 +257,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
         try:
-            cls = get_algorithm(algo)
-            parse_hyper(cls, spec)
+            parse_hyper(algorithm_info(algo), spec)
         except ValueError as err:
             raise ConfigError(f"methods.{name}: {err}") from err
         methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)

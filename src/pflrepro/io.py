@@ -7,8 +7,10 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # only annotations: importing this module needs no pandas
+    import pandas as pd
 
 
 @contextlib.contextmanager

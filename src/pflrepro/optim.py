@@ -48,28 +48,44 @@ class Optimizer:
     @torch.no_grad()
     def step(self, params: Params, grads: Params, state: OptState) -> tuple[Params, OptState]:
         """Return updated ``(params, state)``; the inputs are not modified."""
-        step = state["step"] + 1
-        new_state: OptState = {"step": step}
-        new_params: Params = {}
-        if self.name == "sgd":
-            for k, p in params.items():
-                g = grads[k]
-                if self.momentum:
-                    buf = g.clone() if int(step) == 1 else state[f"buf.{k}"] * self.momentum + g
-                    new_state[f"buf.{k}"] = buf
-                    g = buf
-                new_params[k] = p - self.lr * g
-            return new_params, new_state
-        b1, b2 = self.betas
-        t = float(step)
-        bc1 = 1 - b1**t
-        bc2 = 1 - b2**t
-        for k, p in params.items():
-            g = grads[k]
-            m = state[f"m.{k}"] * b1 + g * (1 - b1)
-            v = state[f"v.{k}"] * b2 + g * g * (1 - b2)
-            new_state[f"m.{k}"] = m
-            new_state[f"v.{k}"] = v
-            denom = (v.sqrt() / (bc2**0.5)) + self.eps
-            new_params[k] = p - (self.lr / bc1) * m / denom
+        new_params = {k: v.clone() for k, v in params.items()}
+        new_state = {k: v.clone() for k, v in state.items()}
+        self.step_(new_params, grads, new_state)
         return new_params, new_state
+
+    @torch.no_grad()
+    def step_(self, params: Params, grads: Params, state: OptState) -> None:
+        """Update ``params`` and ``state`` in place (one fused ``_foreach`` op per update).
+
+        The same arithmetic as :meth:`step` (which calls this on copies) and as
+        ``torch.optim``'s foreach implementations; used by the engine's local training,
+        which owns its working copies, so no step allocates new parameter tensors.
+        """
+        names = list(params)
+        p = [params[k] for k in names]
+        g = [grads[k] for k in names]
+        state["step"].add_(1)
+        if self.name == "sgd":
+            if self.momentum:
+                bufs = [state[f"buf.{k}"] for k in names]
+                if int(state["step"]) == 1:
+                    torch._foreach_copy_(bufs, g)
+                else:
+                    torch._foreach_mul_(bufs, self.momentum)
+                    torch._foreach_add_(bufs, g)
+                g = bufs
+            torch._foreach_add_(p, g, alpha=-self.lr)
+            return
+        b1, b2 = self.betas
+        t = float(state["step"])
+        bc1 = 1 - b1**t
+        bc2_sqrt = (1 - b2**t) ** 0.5
+        m = [state[f"m.{k}"] for k in names]
+        v = [state[f"v.{k}"] for k in names]
+        torch._foreach_lerp_(m, g, 1 - b1)
+        torch._foreach_mul_(v, b2)
+        torch._foreach_addcmul_(v, g, g, value=1 - b2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, bc2_sqrt)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(p, m, denom, value=-self.lr / bc1)

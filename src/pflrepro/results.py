@@ -17,21 +17,26 @@ experiment ...   string   config columns (see :data:`CONFIG_COLUMNS`), constant
                           within a run
 ===============  =======  ====================================================
 
-Aggregation concatenates run tables; reporting reads only aggregated tables.
+Aggregation concatenates run tables (:func:`aggregate`); reporting reads only
+aggregated tables.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from pflrepro import __version__
+
+if TYPE_CHECKING:  # imported where used: the CLI and the workflow parse need no pandas
+    import pandas as pd
 
 #: Config columns, in order, that every run table carries.
 CONFIG_COLUMNS = (
@@ -39,6 +44,8 @@ CONFIG_COLUMNS = (
     "split_seed", "train_seed", "package_version", "git_revision",
 )
 VALUE_COLUMNS = ("round", "client", "peer", "metric", "value")
+#: String columns: one value per run (config) or a handful (metric names).
+STRING_COLUMNS = ("metric",) + tuple(c for c in CONFIG_COLUMNS if not c.endswith("_seed"))
 
 # Metric names used across the package (one place, so reporting and algorithms agree).
 TEST_ACCURACY = "test_accuracy"
@@ -84,6 +91,8 @@ class MetricLog:
 
     def to_frame(self, config: Mapping[str, Any]) -> pd.DataFrame:
         """Return the run table, config columns appended (missing ones raise)."""
+        import pandas as pd
+
         missing = [c for c in CONFIG_COLUMNS if c not in config]
         if missing:
             raise KeyError(f"config columns missing: {missing}")
@@ -101,6 +110,44 @@ class MetricLog:
             else:
                 frame[col] = pd.array([str(value)] * len(frame), dtype="string")
         return frame
+
+
+def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> int:
+    """Concatenate run (or aggregate) tables, in the order given, into ``out``; rows written.
+
+    The string columns hold a few distinct values each, so they are read as
+    dictionaries (no string per row is built), their dictionaries unified, and
+    written dictionary-encoded as they came. The Arrow schema is not stored, so
+    readers see the columns' Parquet types (strings, not dictionaries); the inputs'
+    pandas metadata is, so ``pandas.read_parquet`` gives the run tables' dtypes.
+    Files are read in parallel (Arrow's CPU count); the output is written atomically.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pflrepro.io import atomic_path
+
+    if not paths:
+        raise ValueError("aggregate: no input files")
+
+    def read(path: str | os.PathLike[str]) -> pa.Table:
+        with pq.ParquetFile(path, read_dictionary=STRING_COLUMNS) as file:
+            return file.read(use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(pa.cpu_count(), len(paths)))) as pool:
+        tables = list(pool.map(read, paths))
+    table = pa.concat_tables(tables).unify_dictionaries()
+    with atomic_path(out) as tmp:
+        # Dictionary pages for the strings and the small integers, not for ``value``;
+        # min/max statistics for the integers only (strings' cost more than they help).
+        ints = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+        strings = [c for c in STRING_COLUMNS if c in table.column_names]
+        with pq.ParquetWriter(tmp, table.schema, store_schema=False,
+                              use_dictionary=strings + ints, write_statistics=ints) as writer:
+            writer.write_table(table)
+            if table.schema.metadata:  # pandas metadata: pandas reads the dtypes it wrote
+                writer.add_key_value_metadata(table.schema.metadata)
+    return table.num_rows
 
 
 def git_revision(path: str | Path | None = None) -> str:

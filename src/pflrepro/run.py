@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 import torch
 
+from pflrepro import devices
 from pflrepro import results as R
 from pflrepro.algorithms import get_algorithm
-from pflrepro.algorithms.base import parse_hyper
+from pflrepro.algorithms.base import Algorithm, parse_hyper
 from pflrepro.checkpoint import Checkpointer
 from pflrepro.data.partition import read_partition
 from pflrepro.data.store import load_dataset
@@ -61,11 +62,11 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
 
     With ``checkpoint`` the run resumes from and saves checkpoints, and SIGTERM
     (preemption, a time limit) makes it save one after the current round and stop
-    with :class:`~pflrepro.engine.Interrupted`.
+    with :class:`~pflrepro.engine.Interrupted`. On CUDA the job leases a device of
+    its own first (:mod:`pflrepro.devices`) and holds it until it returns.
     """
     if threads:
         torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
     cls = get_algorithm(spec.algorithm)
     hyper = parse_hyper(cls, spec.params)
     dataset = load_dataset(data_dir)
@@ -74,10 +75,41 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "
                          f"not {spec.dataset!r}")
     device = choose_device(spec.training.device)
+    lease = None
+    if device.type == "cuda":
+        lease = devices.cuda_lease()
+        device = torch.device("cuda", lease.index)
+        torch.cuda.set_device(device)
+        # CUDA has non-deterministic kernels; ask for the deterministic ones. (On the
+        # CPU the kernels used here are deterministic for a given thread count, and the
+        # switch costs every job ~2 s: it imports torch's compiler stack.)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        log.info("leased %s (%s), slot %d: %s", device, torch.cuda.get_device_name(device),
+                 lease.slot, lease.path)
     log.info("device: %s (torch %s, %d threads)", device, torch.__version__,
              torch.get_num_threads())
-    data = FederatedData.build(dataset, partition, device)
-    engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device)
+    try:
+        data = FederatedData.build(dataset, partition, device)
+        engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device)
+        log.info("client batching: %s", "all clients in one vmapped pass (methods that "
+                 "support it)" if engine.batch_clients else "one client after another")
+        metrics = _train(engine, cls(engine, hyper), spec, progress, checkpoint)
+    finally:
+        if lease is not None:
+            lease.release()
+    config = {
+        "experiment": spec.experiment, "dataset": spec.dataset, "partition": spec.partition,
+        "method": spec.method, "algorithm": spec.algorithm,
+        "params": json.dumps(dict(spec.params), sort_keys=True),
+        "split_seed": spec.split_seed, "train_seed": spec.train_seed,
+        "package_version": R.package_version(), "git_revision": R.git_revision(),
+    }
+    return metrics.to_frame(config)
+
+
+def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: bool,
+           checkpoint: Checkpointer | None) -> R.MetricLog:
+    """The round loop, with SIGTERM turned into a checkpoint-and-stop when checkpointing."""
     start = time.perf_counter()
     previous = None
     if checkpoint is not None:
@@ -87,17 +119,10 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
 
         previous = signal.signal(signal.SIGTERM, request_stop)
     try:
-        metrics = engine.run(cls(engine, hyper), progress=progress, checkpoint=checkpoint)
+        metrics = engine.run(algorithm, progress=progress, checkpoint=checkpoint)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     log.info("%s: %d rounds in %.1f s", spec.method, spec.training.rounds,
              time.perf_counter() - start)
-    config = {
-        "experiment": spec.experiment, "dataset": spec.dataset, "partition": spec.partition,
-        "method": spec.method, "algorithm": spec.algorithm,
-        "params": json.dumps(dict(spec.params), sort_keys=True),
-        "split_seed": spec.split_seed, "train_seed": spec.train_seed,
-        "package_version": R.package_version(), "git_revision": R.git_revision(),
-    }
-    return metrics.to_frame(config)
+    return metrics

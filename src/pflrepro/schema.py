@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from pflrepro.algorithms import ALGORITHMS
+from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import (
     DEFAULT_RESOURCES,
     FIGURE_KINDS,
@@ -69,7 +69,7 @@ def _training_schema() -> dict[str, Any]:
 
 def _method_schema() -> dict[str, Any]:
     cases = []
-    for name, cls in sorted(ALGORITHMS.items()):
+    for name, cls in sorted(INFOS.items()):
         props: dict[str, Any] = {"algorithm": {"const": name,
                                                "description": "Registered algorithm name."}}
         for f in dataclasses.fields(cls.Hyper):
@@ -86,12 +86,12 @@ def _method_schema() -> dict[str, Any]:
             props[f.name] = entry
         cases.append({"if": {"properties": {"algorithm": {"const": name}}},
                       "then": {"properties": props, "additionalProperties": False}})
-    summaries = "; ".join(f"{n}: {c.summary}" for n, c in sorted(ALGORITHMS.items()))
+    summaries = "; ".join(f"{n}: {c.summary}" for n, c in sorted(INFOS.items()))
     return {
         "type": "object",
         "description": "A named method variant: an algorithm and its hyperparameters.",
         "required": ["algorithm"],
-        "properties": {"algorithm": {"type": "string", "enum": sorted(ALGORITHMS),
+        "properties": {"algorithm": {"type": "string", "enum": sorted(INFOS),
                                      "description": f"The algorithm. {summaries}"}},
         "allOf": cases,
     }

@@ -9,9 +9,12 @@ resumed at round ``t`` therefore sees exactly the draws an uninterrupted run see
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where used: partitioning and the config need no torch
+    import torch
 
 #: Round value used for draws that happen before the first round (initialisation).
 SETUP_ROUND = -1
@@ -34,6 +37,8 @@ def derive_seed(seed: int, round_: int, client: int, purpose: str) -> int:
 
 def torch_generator(seed: int, round_: int, client: int, purpose: str) -> torch.Generator:
     """Return a CPU ``torch.Generator`` seeded by :func:`derive_seed`."""
+    import torch
+
     gen = torch.Generator(device="cpu")
     gen.manual_seed(derive_seed(seed, round_, client, purpose))
     return gen

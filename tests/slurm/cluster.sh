@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway single-node SLURM cluster with one fake GPU, for tests/slurm.
+# A throwaway single-node SLURM cluster with fake GPUs, for tests/slurm.
 #
 #   tests/slurm/cluster.sh start    bring up munged (unless one already answers),
 #                                   slurmctld and slurmd; wait until the node is idle
@@ -12,7 +12,8 @@
 # others, and `stop` removes them): the configuration must be at the default path,
 # because the plugin's job step drops SLURM_CONF from the environment of the `srun`
 # inside each job. State, spool, logs and the PID list live in $PFL_SLURM_DIR
-# (default /tmp/pflrepro-slurm). Ports: $PFL_SLURM_PORT (slurmctld, default 6817) and
+# (default /tmp/pflrepro-slurm). $PFL_SLURM_GPUS fake GPUs (1-4, default 2). Ports:
+# $PFL_SLURM_PORT (slurmctld, default 6817) and
 # the next one (slurmd). `start` is idempotent: it returns at once when its daemons
 # are already running. Recipe and pitfalls: ../shared/notes/slurm-ci.md.
 set -euo pipefail
@@ -24,6 +25,10 @@ CONF=$ETC/slurm.conf
 MARK="# Written by tests/slurm/cluster.sh"
 PIDS=$DIR/pids          # one "name pid" line per daemon this script started, oldest first
 HOST=$(hostname -s)
+GPUS=${PFL_SLURM_GPUS:-2}
+# One existing character device per fake GPU (slurmd only checks that the file is a
+# device; the jobs never open it). Distinct devices, so that slurmd counts them apart.
+FAKE_DEVICES=(/dev/null /dev/zero /dev/full /dev/urandom)
 unset SLURM_CONF  # clients read /etc/slurm/slurm.conf
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -57,6 +62,7 @@ wait_idle() {
 write_conf() {
   local cpus mem
   cpus=$(nproc)
+  case "$GPUS" in 1|2|3|4) ;; *) die "PFL_SLURM_GPUS=$GPUS: expected 1 to 4" ;; esac
   mem=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.85}' /proc/meminfo)
   mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$ETC"
   local f
@@ -66,7 +72,7 @@ write_conf() {
     fi
   done
   cat > "$CONF" <<EOF
-$MARK: a single-node test cluster, one fake GPU.
+$MARK: a single-node test cluster, $GPUS fake GPU(s).
 ClusterName=pflrepro
 SlurmctldHost=localhost
 SlurmctldPort=$PORT
@@ -95,17 +101,20 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1000
 ReturnToService=2
 GresTypes=gpu
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:1 State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:$GPUS State=UNKNOWN
 # Two partitions on the one node: a job lands in debug only when it asks for it.
 PartitionName=main Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 PartitionName=debug Nodes=$HOST Default=NO MaxTime=INFINITE State=UP
 EOF
-  # File=/dev/null: without a device file the node goes INVAL (gres count too low).
-  cat > "$ETC/gres.conf" <<EOF
-$MARK
-AutoDetect=off
-NodeName=$HOST Name=gpu Type=fake File=/dev/null
-EOF
+  # A File= per GPU: without a device file the node goes INVAL (gres count too low).
+  {
+    echo "$MARK"
+    echo "AutoDetect=off"
+    local i
+    for i in $(seq 0 $((GPUS - 1))); do
+      echo "NodeName=$HOST Name=gpu Type=fake File=${FAKE_DEVICES[$i]}"
+    done
+  } > "$ETC/gres.conf"
 }
 
 spawn() {  # spawn NAME COMMAND...: start a foreground daemon detached, record its PID

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== scale:", "== pipeline:",
+SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== scale:", "== pipeline:", "== gpu:",
             "== targets", "== correctness checks:")
 
 

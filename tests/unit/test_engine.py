@@ -22,7 +22,7 @@ from _fl_helpers import (
 from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm
 from pflrepro.data.store import load_dataset, write_dataset
-from pflrepro.engine import Engine, FederatedData, choose_device
+from pflrepro.engine import Engine, FederatedData, choose_device, to_channels_last
 from pflrepro.training import TrainingConfig
 
 # ---------------------------------------------------------------------- batches
@@ -444,3 +444,72 @@ def test_engine_builds_model_without_grad():
     out = e.logits(e.init_params(0), e.data.x[:0])
     assert out.shape[0] == 0
     assert F.softmax(e.logits(e.init_params(0), e.data.x), dim=1).shape == (len(e.data.x), 2)
+
+
+# ---------------------------------------------------------------------- speed mechanics
+
+
+def test_local_train_leaves_inputs_untouched():
+    e = make_engine(lr=0.3, optimizer="sgd", momentum=0.9)
+    params = e.init_params(0)
+    opt = e.init_opt(params)
+    before_p = {k: v.clone() for k, v in params.items()}
+    before_o = {k: v.clone() for k, v in opt.items()}
+    new, new_opt, _ = e.local_train(params, opt, 0, 1)
+    assert_params_close(params, before_p, atol=0, rtol=0)
+    assert_params_close(opt, before_o, atol=0, rtol=0)
+    assert not any(v.requires_grad for v in new.values())
+    assert float(new_opt["step"]) == e.steps_per_round(0)
+
+
+def test_running_mean_equals_weighted_mean_bitwise():
+    gen = torch.Generator().manual_seed(0)
+    stacked = {"a": torch.randn(4, 3, 2, generator=gen), "b": torch.randn(4, 5, generator=gen)}
+    weights = torch.tensor([3.0, 1.0, 0.0, 2.0])
+    acc = Engine.running_mean(Engine.take(stacked, 0), weights)
+    for k in range(4):
+        acc.add(k, Engine.take(stacked, k))
+    got = acc.result()
+    assert_params_close(got, Engine.weighted_mean(stacked, weights), atol=0, rtol=0)
+    w = weights / weights.sum()
+    assert_params_close(got, {n: torch.tensordot(w, v, dims=1) for n, v in stacked.items()})
+
+
+def test_images_are_channels_last_and_batches_keep_it():
+    data = make_data(shape=(3, 4, 4))
+    x = FederatedData(x=to_channels_last(data.x), y=data.y, train=data.train, test=data.test,
+                      groups=data.groups, num_classes=data.num_classes).x
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(x, data.x)
+    assert x[data.train[0]].is_contiguous(memory_format=torch.channels_last)
+    flat = torch.randn(3, 5)
+    assert to_channels_last(flat) is flat
+
+
+def test_cnn_engine_relus_in_place_same_numbers():
+    data = make_data(n_train=(6, 6), n_test=(2, 2), shape=(3, 8, 8), num_classes=3)
+    e = make_engine(data, model="cnn", model_options={"channels": [4, 8], "hidden": 16},
+                    batch_size=3)
+    assert all(m.inplace for m in e.model.modules() if isinstance(m, torch.nn.ReLU))
+    params = e.init_params(0)
+    from pflrepro.models import build_model
+
+    plain = build_model("cnn", (3, 8, 8), 3, channels=[4, 8], hidden=16)
+    plain.load_state_dict(params)
+    with torch.no_grad():
+        expected = plain(data.x)
+    torch.testing.assert_close(e.logits(params, to_channels_last(data.x)), expected,
+                               atol=1e-6, rtol=1e-5)
+    loss, grads = e.loss_and_grad(params, data.train[0])
+    plain.requires_grad_(True)
+    ref = F.cross_entropy(plain(data.x[data.train[0]]), data.y[data.train[0]])
+    ref.backward()
+    assert loss == pytest.approx(float(ref.detach()), rel=1e-6)
+    for k, p in plain.named_parameters():
+        torch.testing.assert_close(grads[k], p.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_cpu_eval_chunk_caps_eval_batch_size():
+    e = make_engine(eval_batch_size=1024)
+    assert e.eval_chunk == min(1024, Engine.cpu_eval_chunk)
+    assert make_engine(eval_batch_size=2).eval_chunk == 2

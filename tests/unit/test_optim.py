@@ -118,3 +118,23 @@ def test_negative_momentum_raises():
         torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=-0.5)
     with pytest.raises(ValueError):
         Optimizer("sgd", 0.1, momentum=-0.5)
+
+
+@pytest.mark.parametrize(("name", "kw"), [
+    ("sgd", {"lr": 0.1}), ("sgd", {"lr": 0.05, "momentum": 0.9}), ("adam", {"lr": 0.01}),
+])
+def test_in_place_step_matches_functional_step_bitwise(name, kw):
+    opt = Optimizer(name, **kw)
+    params = _params()
+    state = opt.init(params)
+    live = {k: v.clone() for k, v in params.items()}
+    live_state = {k: v.clone() for k, v in state.items()}
+    for grads in _grad_sequence(4):
+        before = {k: v.clone() for k, v in params.items()}
+        params, state = opt.step(params, grads, state)
+        opt.step_(live, grads, live_state)
+        for k in params:
+            assert torch.equal(params[k], live[k])
+        for k in state:
+            assert torch.equal(state[k], live_state[k])
+        assert not any(torch.equal(before[k], params[k]) for k in params)

@@ -1,20 +1,11 @@
-"""Federated algorithms, one module each, registered by name in :data:`ALGORITHMS`."""
+"""Federated algorithms, one module each, registered by name in :data:`ALGORITHMS`.
 
-from pflrepro.algorithms import (  # noqa: F401 (importing registers each algorithm)
-    apfl,
-    clustered_fl,
-    fedamp,
-    fedavg,
-    fedavg_plus,
-    fedem,
-    federico,
-    fedfomo,
-    fedprox,
-    fedprox_ft,
-    heurfedamp,
-    local,
-    scaffold,
-)
+Importing this package imports no algorithm module (and so no torch): names,
+summaries and hyperparameters come from :mod:`pflrepro.algorithms.registry`, and
+:func:`get_algorithm` imports an algorithm's module when its class is needed.
+"""
+
 from pflrepro.algorithms.base import ALGORITHMS, Algorithm, get_algorithm
+from pflrepro.algorithms.registry import INFOS, algorithm_info
 
-__all__ = ["ALGORITHMS", "Algorithm", "get_algorithm"]
+__all__ = ["ALGORITHMS", "INFOS", "Algorithm", "algorithm_info", "get_algorithm"]

@@ -25,12 +25,11 @@ sampled clients; the weights coincide for equal client sizes).
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import APFLHyper
 from pflrepro.optim import Params
 from pflrepro.results import MetricLog
 
@@ -41,19 +40,6 @@ ALPHA = "alpha"
 def mix(v: Params, w: Params, alpha: float) -> Params:
     """The mixed model α v + (1 − α) w."""
     return {k: alpha * v[k] + (1.0 - alpha) * w[k] for k in w}
-
-
-@dataclasses.dataclass(frozen=True)
-class APFLHyper:
-    """Hyperparameters of APFL."""
-
-    alpha: float = hyper(0.5, "Initial mixing weight α_i of the personal model in "
-                              "α v_i + (1 − α) w (the fixed α when not adaptive).",
-                         minimum=0.0, maximum=1.0)
-    adaptive_alpha: bool = hyper(True, "Learn each α_i by gradient steps (APFL's adaptive "
-                                       "variant); false keeps α fixed.")
-    alpha_lr: float = hyper(0.01, "Step size of the α_i updates (used only when "
-                                  "adaptive_alpha is true).", minimum=0.0)
 
 
 @register_algorithm

@@ -18,45 +18,42 @@ Client models are held *stacked*: one tensor per parameter with a leading client
 (or component) dimension, so a later engine can train all clients at once.
 
 Hyperparameters are a frozen dataclass (``Hyper``) whose fields carry a ``doc``
-metadata entry; the config schema's per-method properties come from it.
+metadata entry; the config schema's per-method properties come from it. Names,
+summaries and ``Hyper`` classes are declared in :mod:`pflrepro.algorithms.registry`,
+which imports no torch: the config and the workflow parse use only that, and an
+algorithm's module is imported the first time :func:`get_algorithm` (or
+:data:`ALGORITHMS`) is asked for its class. This module imports no torch either.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import torch
 
-from pflrepro.results import MetricLog
+from pflrepro.algorithms.registry import (
+    INFOS,
+    NoHyper,
+    algorithm_info,
+    hyper,
+    parse_hyper,
+)
 
 if TYPE_CHECKING:
+    import torch
+
     from pflrepro.engine import Engine
+    from pflrepro.results import MetricLog
+
+__all__ = ["ALGORITHMS", "Algorithm", "NoHyper", "State", "get_algorithm", "hyper",
+           "parse_hyper", "register_algorithm", "source_file"]
 
 State = dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class NoHyper:
-    """An algorithm without hyperparameters."""
-
-
-def hyper(default: Any, doc: str, choices: tuple[Any, ...] | None = None,
-          minimum: float | None = None, maximum: float | None = None) -> Any:
-    """Declare a hyperparameter: default, schema description and optional bounds/choices."""
-    meta: dict[str, Any] = {"doc": doc}
-    if choices is not None:
-        meta["choices"] = tuple(choices)
-    if minimum is not None:
-        meta["minimum"] = minimum
-    if maximum is not None:
-        meta["maximum"] = maximum
-    return dataclasses.field(default=default, metadata=meta)
 
 
 class Algorithm(ABC):
@@ -90,53 +87,64 @@ class Algorithm(ABC):
 
 
 A = TypeVar("A", bound=type[Algorithm])
-ALGORITHMS: dict[str, type[Algorithm]] = {}
+_LOADED: dict[str, type[Algorithm]] = {}
 
 
 def register_algorithm(cls: A) -> A:
-    """Class decorator: make ``cls`` selectable as ``algorithm: <cls.name>``."""
-    if cls.name in ALGORITHMS:
+    """Class decorator: make ``cls`` selectable as ``algorithm: <cls.name>``.
+
+    ``cls`` must match its declaration in :data:`~pflrepro.algorithms.registry.INFOS`
+    (module, summary and the very ``Hyper`` class), so the config, which sees only
+    the declaration, validates exactly what the class runs with.
+    """
+    info = INFOS.get(cls.name)
+    if info is None:
+        raise ValueError(f"algorithm {cls.name!r} is not declared in "
+                         f"pflrepro.algorithms.registry.INFOS")
+    if cls.name in _LOADED and _LOADED[cls.name] is not cls:
         raise ValueError(f"algorithm {cls.name!r} registered twice")
-    if not dataclasses.is_dataclass(cls.Hyper):
-        raise TypeError(f"{cls.__name__}.Hyper must be a dataclass")
-    ALGORITHMS[cls.name] = cls
+    if cls.__module__ != info.module:
+        raise ValueError(f"algorithm {cls.name!r} is declared in {info.module}, "
+                         f"defined in {cls.__module__}")
+    if cls.Hyper is not info.Hyper:
+        raise TypeError(f"{cls.__name__}.Hyper is not the declared {info.Hyper.__name__}")
+    if cls.summary != info.summary:
+        raise ValueError(f"{cls.__name__}.summary differs from its declaration in "
+                         f"pflrepro.algorithms.registry")
+    _LOADED[cls.name] = cls
     return cls
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
-    """Return the registered algorithm ``name`` (a clear error for unknown names)."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)}")
-    return ALGORITHMS[name]
+    """Return the registered algorithm ``name`` (a clear error for unknown names).
+
+    Imports the algorithm's module (and so torch) on first use.
+    """
+    if name not in _LOADED:
+        info = algorithm_info(name)
+        importlib.import_module(info.module)
+        if name not in _LOADED:
+            raise ValueError(f"module {info.module} registers no algorithm {name!r}")
+    return _LOADED[name]
 
 
-def parse_hyper(cls: type[Algorithm], values: Mapping[str, Any]) -> Any:
-    """Build ``cls.Hyper`` from a mapping; unknown keys and wrong types raise ValueError."""
-    fields = {f.name: f for f in dataclasses.fields(cls.Hyper)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"algorithm {cls.name!r}: unknown hyperparameter(s) {unknown}; "
-                         f"known: {sorted(fields)}")
-    for key, value in values.items():
-        expected = type(fields[key].default)
-        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be "
-                             f"{expected.__name__}, got {value!r}")
-        meta = fields[key].metadata
-        if "choices" in meta and value not in meta["choices"]:
-            raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be one of "
-                             f"{list(meta['choices'])}, got {value!r}")
-        if "minimum" in meta and value < meta["minimum"]:
-            raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be >= "
-                             f"{meta['minimum']}, got {value!r}")
-        if "maximum" in meta and value > meta["maximum"]:
-            raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be <= "
-                             f"{meta['maximum']}, got {value!r}")
-    coerced = {k: (float(v) if type(fields[k].default) is float else v) for k, v in values.items()}
-    return cls.Hyper(**coerced)
+class _Algorithms(Mapping[str, type[Algorithm]]):
+    """Name -> algorithm class; the keys are known without importing any algorithm."""
+
+    def __getitem__(self, name: str) -> type[Algorithm]:
+        if name not in INFOS:
+            raise KeyError(name)
+        return get_algorithm(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(INFOS)
+
+    def __len__(self) -> int:
+        return len(INFOS)
+
+
+#: Every algorithm by name; looking one up imports its module.
+ALGORITHMS: Mapping[str, type[Algorithm]] = _Algorithms()
 
 
 def source_file(cls: type[Algorithm]) -> Path:

@@ -29,30 +29,16 @@ optimiser state across rounds, as in this package's FedAvg.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import ClusteredFLHyper
 from pflrepro.optim import Params
 from pflrepro.results import MetricLog
 
 #: Metric name of each client's cluster id (client i, value = cluster id).
 CLUSTER = "cluster"
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusteredFLHyper:
-    """Hyperparameters of Clustered FL (defaults from FedEM's and the authors' code)."""
-
-    eps1: float = hyper(0.4, "ε₁: split only when the norm of the cluster's mean update is "
-                        "below this.", minimum=0.0)
-    eps2: float = hyper(1.6, "ε₂: split only when some member's update norm exceeds this.",
-                        minimum=0.0)
-    warmup_rounds: int = hyper(20, "No split in rounds 1..warmup_rounds.", minimum=0)
-    min_cluster_size: int = hyper(3, "Only clusters with at least this many members split.",
-                                  minimum=2)
 
 
 def flatten(params: Params) -> torch.Tensor:

@@ -38,13 +38,13 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import FedAMPHyper
 from pflrepro.optim import OptState, Params
 from pflrepro.results import WEIGHT, MetricLog
 
@@ -53,30 +53,6 @@ if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime impor
 
 #: Rounding tolerance of the ξ_ii ≥ 0 check (ξ is computed in float64).
 XI_TOLERANCE = 1e-12
-
-
-def _require_positive(owner: str, **values: float) -> None:
-    for key, value in values.items():
-        if not value > 0:
-            raise ValueError(f"algorithm {owner!r}: hyperparameter {key!r} must be > 0, "
-                             f"got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class FedAMPHyper:
-    """Hyperparameters of FedAMP (the paper gives no values; defaults fit digits)."""
-
-    lam: float = hyper(1.0, "λ: weight of the attention-inducing penalty; the client's "
-                       "proximal pull towards u_i has coefficient λ/α (0: none).", minimum=0.0)
-    sigma: float = hyper(100.0, "σ (> 0) of A(x) = 1 − exp(−x/σ), on the scale of the squared "
-                         "parameter distances ‖w_i − w_j‖² (σ ≪ d² means no messages).",
-                         minimum=0.0)
-    alpha: float = hyper(1.0, "α_k (> 0, constant): server step; ξ_ij = α·exp(−‖w_i − w_j‖²/σ)"
-                         "/σ. α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances; a negative "
-                         "ξ_ii raises.", minimum=0.0)
-
-    def __post_init__(self) -> None:
-        _require_positive("fedamp", sigma=self.sigma, alpha=self.alpha)
 
 
 def flatten(stacked: Params) -> torch.Tensor:

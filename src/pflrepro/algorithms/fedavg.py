@@ -18,19 +18,26 @@ import torch
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 
 if TYPE_CHECKING:
-    from pflrepro.engine import GradHook
+    from pflrepro.engine import GradHook, Params
 
 
 class FedAvgBase(Algorithm):
     """FedAvg's round and state, shared by its variants.
 
-    Subclasses change how a client predicts, or add a term to its local gradient
-    (:meth:`grad_hook`, e.g. FedProx's proximal pull).
+    Subclasses change how a client predicts, or add a proximal pull to its local
+    steps (:meth:`prox`, FedProx).
     """
 
-    def grad_hook(self, state: State, client: int) -> GradHook | None:
-        """Extra gradient term of ``client``'s local steps this round (FedAvg: none)."""
+    def prox(self, state: State) -> tuple[Params, float] | None:
+        """``(anchor, μ)`` of a proximal term μ (w − anchor) in every local step, or None."""
         return None
+
+    def grad_hook(self, state: State, client: int) -> GradHook | None:
+        """Extra gradient term of ``client``'s local steps this round (from :meth:`prox`)."""
+        from pflrepro.engine import proximal_hook
+
+        p = self.prox(state)
+        return None if p is None else proximal_hook(*p)
 
     def init(self) -> State:
         """One global model; one optimiser state per client."""
@@ -41,14 +48,21 @@ class FedAvgBase(Algorithm):
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Clients train from the global model; the server averages by train size."""
         e = self.engine
+        if e.batch_clients:  # all clients in one pass (on CUDA)
+            anchor, coef = self.prox(state) or (None, 0.0)
+            local, state["opt"], losses = e.train_clients(
+                e.stack(state["global"], e.num_clients), state["opt"],
+                list(range(e.num_clients)), rnd, anchor=anchor, coef=coef)
+            state["global"] = e.weighted_mean(local, e.train_sizes())
+            return state, losses
         losses = np.full(e.num_clients, np.nan)
-        local = e.stack(state["global"], e.num_clients)
+        average = e.running_mean(state["global"], e.train_sizes())
         for k in range(e.num_clients):
             params, opt, losses[k] = e.local_train(state["global"], e.take(state["opt"], k),
                                                    k, rnd, grad_hook=self.grad_hook(state, k))
-            e.put(local, k, params)
+            average.add(k, params)
             e.put(state["opt"], k, opt)
-        state["global"] = e.weighted_mean(local, e.train_sizes())
+        state["global"] = average.result()
         return state, losses
 
 

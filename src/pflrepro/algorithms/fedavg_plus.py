@@ -10,20 +10,11 @@ never changes the global model.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from pflrepro.algorithms.base import State, hyper, register_algorithm
+from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
-
-
-@dataclasses.dataclass(frozen=True)
-class FedAvgPlusHyper:
-    """Hyperparameters of FedAvg+."""
-
-    finetune_epochs: int = hyper(1, "Local epochs of tuning before each client's evaluation.",
-                                 minimum=1)
+from pflrepro.algorithms.registry import FedAvgPlusHyper
 
 
 @register_algorithm

@@ -31,28 +31,13 @@ weighted M-step batch loss of component m (the q-weighted loss the M-step minimi
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import FedEMHyper
 from pflrepro.results import WEIGHT, MetricLog
-
-
-@dataclasses.dataclass(frozen=True)
-class FedEMHyper:
-    """Hyperparameters of FedEM."""
-
-    components: int = hyper(4, "M: number of shared component models (FedeRiCo's "
-                               "comparison uses 4).", minimum=1)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.components, bool) or not isinstance(self.components, int):
-            raise ValueError(f"fedem: components must be an int, got {self.components!r}")
-        if self.components < 1:
-            raise ValueError(f"fedem: components must be >= 1, got {self.components}")
 
 
 @register_algorithm

@@ -28,26 +28,13 @@ contributing client.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import FedeRiCoHyper
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import numpy_generator
-
-
-@dataclasses.dataclass(frozen=True)
-class FedeRiCoHyper:
-    """Hyperparameters of FedeRiCo (defaults from the paper)."""
-
-    neighbors: int = hyper(3, "M: neighbours each client samples per round.", minimum=0)
-    epsilon: float = hyper(0.3, "ε of ε-greedy sampling (1 = uniform).", minimum=0.0,
-                           maximum=1.0)
-    beta: float = hyper(0.6, "β: momentum of the EMA loss tracking.", minimum=0.0, maximum=1.0)
-    loss_tracking: str = hyper("ema", "'ema' (paper default) or 'accumulative' (Fig. 5a).",
-                               choices=("ema", "accumulative"))
 
 
 @register_algorithm

@@ -33,7 +33,6 @@ their optimiser state across rounds (the official code resets it at every update
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -41,37 +40,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import FedFomoHyper
 from pflrepro.optim import OptState, Params
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
 
 if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
     from pflrepro.engine import Engine
-
-
-@dataclasses.dataclass(frozen=True)
-class FedFomoHyper:
-    """Hyperparameters of FedFomo (defaults: FedeRiCo's comparison and the official code)."""
-
-    val_fraction: float = hyper(0.2, "Fraction of each client's training data held out to "
-                                "score downloaded models (0 < f < 1).", minimum=0.0, maximum=1.0)
-    downloads: int = hyper(-1, "Models each client downloads per round (-1: all K-1 others).",
-                           minimum=-1)
-    epsilon: float = hyper(0.3, "ε of the ε-greedy download choice (used when downloads < K-1).",
-                           minimum=0.0, maximum=1.0)
-    epsilon_decay: float = hyper(0.05, "ε decreases by this much every round (official code).",
-                                 minimum=0.0)
-    affinity: str = hyper("clipped", "Affinity update: 'clipped' adds the normalised weights, "
-                          "'signed' the unclipped scores / |their sum| (official code).",
-                          choices=("clipped", "signed"))
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"algorithm 'fedfomo': val_fraction must lie strictly between "
-                             f"0 and 1, got {self.val_fraction}")
-        if self.downloads == 0:
-            raise ValueError("algorithm 'fedfomo': downloads must be >= 1 or -1 (all others)")
 
 
 def fomo_scores(own_loss: float, own: Params, losses: dict[int, float],

@@ -23,34 +23,24 @@ local models on the FedAMP data sets; tune it per data set in the config.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
 
-from pflrepro.algorithms.base import State, hyper, register_algorithm
+from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
+from pflrepro.algorithms.registry import FedProxHyper
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
-    from pflrepro.engine import GradHook
-
-
-@dataclasses.dataclass(frozen=True)
-class FedProxHyper:
-    """Hyperparameters of FedProx."""
-
-    mu: float = hyper(0.01, "μ: weight of the proximal term (μ/2)‖w − w_global‖² in each "
-                            "client's local objective (0 = FedAvg).", minimum=0.0)
+    from pflrepro.engine import Params
 
 
 class FedProxBase(FedAvgBase):
     """FedAvg's round with the proximal term in every local step; no prediction rule."""
 
-    def grad_hook(self, state: State, client: int) -> GradHook:
+    def prox(self, state: State) -> tuple[Params, float]:
         """μ (w − w_g): the pull towards this round's global model."""
-        from pflrepro.engine import proximal_hook
-
-        return proximal_hook(state["global"], float(self.hp.mu))
+        return state["global"], float(self.hp.mu)
 
 
 @register_algorithm

@@ -27,32 +27,14 @@ Choices where the paper is silent (besides FedAMP's, which apply here too):
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from pflrepro.algorithms.base import State, hyper, register_algorithm
-from pflrepro.algorithms.fedamp import FedAMP, _require_positive
+from pflrepro.algorithms.base import State, register_algorithm
+from pflrepro.algorithms.fedamp import FedAMP
+from pflrepro.algorithms.registry import HeurFedAMPHyper
 
 #: Norms below this are clamped in the cosine similarity (as torch's cosine_similarity).
 NORM_EPS = 1e-8
-
-
-@dataclasses.dataclass(frozen=True)
-class HeurFedAMPHyper:
-    """Hyperparameters of HeurFedAMP (the paper gives no values; defaults fit digits)."""
-
-    lam: float = hyper(1.0, "λ: the client's proximal pull towards u_i has coefficient λ/α "
-                       "(0: none).", minimum=0.0)
-    alpha: float = hyper(1.0, "α_k (> 0, constant): only sets the proximal coefficient λ/α "
-                         "(the weights ξ do not depend on it).", minimum=0.0)
-    sigma: float = hyper(50.0, "σ (> 0): scale of the cosine similarities in the softmax over "
-                         "the other clients.", minimum=0.0)
-    self_attention: float = hyper(0.5, "ξ_ii: weight of a client's own model in its cloud model; "
-                                  "the others share 1 − ξ_ii.", minimum=0.0, maximum=1.0)
-
-    def __post_init__(self) -> None:
-        _require_positive("heurfedamp", sigma=self.sigma, alpha=self.alpha)
 
 
 def heuristic_attention(flat: torch.Tensor, self_attention: float, sigma: float) -> torch.Tensor:

@@ -27,6 +27,10 @@ class Local(Algorithm):
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Each client trains on its own data."""
         e = self.engine
+        if e.batch_clients:  # all clients in one pass (on CUDA)
+            state["params"], state["opt"], losses = e.train_clients(
+                state["params"], state["opt"], list(range(e.num_clients)), rnd)
+            return state, losses
         losses = np.full(e.num_clients, np.nan)
         for k in range(e.num_clients):
             params, opt, losses[k] = e.local_train(e.take(state["params"], k),

@@ -23,13 +23,13 @@ fresh every round (plain SGD has none to keep).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, hyper, register_algorithm
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import ScaffoldHyper
 from pflrepro.optim import Params
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
@@ -44,14 +44,6 @@ def control_hook(c: Params, c_i: Params) -> GradHook:
         return {k: g + correction[k] for k, g in grads.items()}
 
     return hook
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaffoldHyper:
-    """Hyperparameters of SCAFFOLD."""
-
-    server_lr: float = hyper(1.0, "η_g: global step size, x ← x + η_g · mean_i(y_i − x) "
-                                  "(1 = the plain average of the local models).", minimum=0.0)
 
 
 @register_algorithm

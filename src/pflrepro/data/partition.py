@@ -32,15 +32,15 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pflrepro.io import atomic_path
 from pflrepro.seeding import numpy_generator
+
+if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
+    import pandas as pd
 
 PARTITIONERS: dict[str, type[Partitioner]] = {}
 METADATA_KEY = b"pflrepro.partition"
@@ -133,6 +133,8 @@ class Partitioner(ABC):
         ``extras`` (per-sample arrays such as ``writer`` or ``domain``) is passed on to
         :meth:`assign`.
         """
+        import pandas as pd
+
         labels = np.asarray(labels)
         keep = self.subsample(len(labels), seed)
         if keep is not None:
@@ -237,6 +239,9 @@ def from_spec(spec: Mapping[str, Any]) -> Partitioner:
 def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,
                     dataset: str, seed: int) -> None:
     """Write a partition table atomically, with its parameters in the file's metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = {"dataset": dataset, "seed": seed, "spec": partitioner.spec(), "id": partitioner.id}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
@@ -247,6 +252,8 @@ def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,
 
 def read_partition(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a partition table and the metadata :func:`write_partition` stored."""
+    import pyarrow.parquet as pq
+
     table = pq.read_table(path)
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
     return table.to_pandas(), meta

@@ -1,0 +1,308 @@
+"""pflrepro.batched: all clients' local training in one vmapped pass equals the loop.
+
+Reference: ``Engine.local_train`` once per client (what FedAvg, Local and FedProx
+run). Clients hold different numbers of samples, so their step counts and batch sizes
+differ and the batched pass pads both; results must match within float32 rounding
+after two rounds, for SGD, SGD with momentum and Adam, with and without FedProx's
+proximal term, on a small MLP and a small CNN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from _fl_helpers import assert_params_close, clone, make_data, make_engine
+
+from pflrepro.batched import local_train_batched, padded_batches
+from pflrepro.engine import Engine, proximal_hook
+
+RTOL, ATOL = 1e-4, 1e-5
+N_TRAIN = (7, 3, 12, 5, 1)  # batch 4: batch sizes 4, 3, 4, 4, 1; steps per epoch 2, 1, 3, 2, 1
+
+MODELS: dict[str, dict[str, Any]] = {
+    "mlp": {"model": "mlp", "model_options": {"hidden": [6]}, "shape": (1, 4, 4)},
+    "cnn": {"model": "cnn", "model_options": {"channels": [2, 3], "hidden": 8,
+                                              "kernel_size": 3}, "shape": (2, 8, 8)},
+}
+OPTIMISERS: dict[str, dict[str, Any]] = {
+    "sgd": {"optimizer": "sgd", "lr": 0.1},
+    "momentum": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9},
+    "adam": {"optimizer": "adam", "lr": 0.01},
+}
+
+
+def engine_for(model: str, opt: str, seed: int = 3, dtype: torch.dtype = torch.float32,
+               **extra: Any) -> Engine:
+    spec = MODELS[model]
+    data = make_data(n_train=N_TRAIN, n_test=(1,) * len(N_TRAIN), shape=spec["shape"],
+                     num_classes=3, seed=seed)
+    data = dataclasses.replace(data, x=data.x.to(dtype))
+    cfg = {"model": spec["model"], "model_options": spec["model_options"], "batch_size": 4,
+           "local_epochs": 2, **OPTIMISERS[opt], **extra}
+    return make_engine(data, seed=seed, **cfg)
+
+
+def loop(engine: Engine, params: dict, opt: dict, clients: list[int], rnd: int,
+         steps: list[int] | None = None, anchor: dict | None = None,
+         coef: float = 0.0) -> tuple[dict, dict, np.ndarray]:
+    """``Engine.local_train`` client by client on stacked copies (the reference)."""
+    params, opt = clone(params), clone(opt)
+    losses = np.zeros(len(clients))
+    for i, k in enumerate(clients):
+        hook = None if anchor is None else proximal_hook(anchor, coef)
+        p, o, losses[i] = engine.local_train(engine.take(params, i), engine.take(opt, i), k,
+                                             rnd, steps=None if steps is None else steps[i],
+                                             grad_hook=hook)
+        engine.put(params, i, p)
+        engine.put(opt, i, o)
+    return params, opt, losses
+
+
+def assert_same(batched: tuple, looped: tuple, rtol: float = RTOL, atol: float = ATOL) -> None:
+    assert_params_close(batched[0], looped[0], atol=atol, rtol=rtol)
+    assert_params_close(batched[1], looped[1], atol=atol, rtol=rtol)
+    np.testing.assert_allclose(batched[2].cpu().numpy(), looped[2], rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("prox", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batched_equals_loop_over_two_rounds(model: str, opt: str, prox: bool,
+                                             dtype: torch.dtype) -> None:
+    """float32 within rounding; float64 to 1e-10 (the same arithmetic, reordered sums).
+
+    In float32 a ReLU input or max-pool pair within rounding of a tie can fall the
+    other way in the grouped and the single-client convolution, which changes a step's
+    gradient by far more than rounding; float64 shows the computation itself is exact.
+    """
+    e = engine_for(model, opt, dtype=dtype)
+    clients = list(range(e.num_clients))
+    steps = [e.steps_per_round(k) for k in clients]
+    assert len(set(steps)) == 3  # 4, 2, 6, 4, 2: steps differ
+    start = e.client_init()
+    start = {"params": {k: v.to(dtype) for k, v in start["params"].items()},
+             "opt": {k: v if k == "step" else v.to(dtype) for k, v in start["opt"].items()}}
+    anchor = e.init_params() if prox else None
+    if anchor is not None:
+        anchor = {k: v.to(dtype) for k, v in anchor.items()}
+    tol = {"rtol": RTOL, "atol": ATOL} if dtype == torch.float32 else {"rtol": 1e-10,
+                                                                        "atol": 1e-12}
+    coef = 0.5 if prox else 0.0
+    b_params, b_opt = start["params"], start["opt"]
+    l_params, l_opt = clone(start["params"]), clone(start["opt"])
+    moved = 0.0
+    for rnd in (1, 2):
+        b_params, b_opt, b_loss = local_train_batched(e, b_params, b_opt, clients, rnd,
+                                                      anchor=anchor, coef=coef)
+        l_params, l_opt, l_loss = loop(e, l_params, l_opt, clients, rnd, anchor=anchor,
+                                       coef=coef)
+        assert_same((b_params, b_opt, b_loss), (l_params, l_opt, l_loss), **tol)
+        moved = max(moved, *(float((b_params[k] - start["params"][k]).abs().max())
+                             for k in b_params))
+    assert moved > 1e-3  # training did something the comparison can see
+    assert torch.equal(b_opt["step"], torch.tensor([2.0 * s for s in steps],
+                                                   dtype=torch.float64))
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+def test_proximal_term_matters(opt: str) -> None:
+    """The proximal comparison above could pass if the term were ignored on both sides."""
+    e = engine_for("mlp", opt)
+    clients = list(range(e.num_clients))
+    start = e.client_init()
+    anchor = e.init_params()
+    plain = local_train_batched(e, start["params"], start["opt"], clients, 1)
+    prox = local_train_batched(e, start["params"], start["opt"], clients, 1, anchor=anchor,
+                               coef=0.5)
+    assert max(float((plain[0][k] - prox[0][k]).abs().max()) for k in plain[0]) > 1e-3
+
+
+def test_shared_anchor_equals_stacked_anchor() -> None:
+    e = engine_for("mlp", "momentum")
+    clients = list(range(e.num_clients))
+    start = e.client_init()
+    anchor = e.init_params()
+    shared = local_train_batched(e, start["params"], start["opt"], clients, 1, anchor=anchor,
+                                 coef=0.3)
+    stacked = local_train_batched(e, start["params"], start["opt"], clients, 1,
+                                  anchor=e.stack(anchor, len(clients)), coef=0.3)
+    for a, b in zip(shared[:2], stacked[:2], strict=True):
+        for k in a:
+            assert torch.equal(a[k], b[k])
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_offset_equals_scaffold_style_hook(opt: str) -> None:
+    """A per-client constant added to every gradient (SCAFFOLD's ``c - c_i``)."""
+    e = engine_for("cnn", opt)
+    clients = [3, 0, 4]
+    start = e.client_init()
+    params = {k: v[clients] for k, v in start["params"].items()}
+    opt_state = {k: v[clients] for k, v in start["opt"].items()}
+    gen = torch.Generator().manual_seed(5)
+    offset = {k: 0.05 * torch.randn(v.shape, generator=gen) for k, v in params.items()}
+    batched = local_train_batched(e, params, opt_state, clients, 2, offset=offset)
+    looped = (clone(params), clone(opt_state), np.zeros(len(clients)))
+    for i, k in enumerate(clients):
+        shift = e.take(offset, i)
+
+        def hook(p: dict, g: dict, shift: dict = shift) -> dict:
+            return {n: g[n] + shift[n] for n in g}
+
+        p, o, looped[2][i] = e.local_train(e.take(params, i), e.take(opt_state, i), k, 2,
+                                           grad_hook=hook)
+        e.put(looped[0], i, p)
+        e.put(looped[1], i, o)
+    assert_same(batched, looped)
+    plain = local_train_batched(e, params, opt_state, clients, 2)
+    assert max(float((plain[0][k] - batched[0][k]).abs().max()) for k in plain[0]) > 1e-3
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+def test_short_last_batch_and_explicit_steps(opt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of uneven length (a short last batch): the padded loss is the real mean."""
+    e = engine_for("cnn", opt)
+    original = e.batches
+
+    def uneven(client: int, rnd: int, purpose: str, steps: int) -> list[torch.Tensor]:
+        out = original(client, rnd, purpose, steps)
+        if out and len(out[-1]) > 1:
+            out[-1] = out[-1][: len(out[-1]) - 1 - client % 2]
+        return out
+
+    monkeypatch.setattr(e, "batches", uneven)
+    clients = [4, 2, 0, 3]
+    steps = [1, 5, 3, 2]
+    lens = [len(b) for b in e.batches(2, 1, "local", 5)]
+    assert lens[-1] < lens[0]  # the pass really pads
+    start = e.client_init()
+    params = {k: v[clients] for k, v in start["params"].items()}
+    opt_state = {k: v[clients] for k, v in start["opt"].items()}
+    batched = local_train_batched(e, params, opt_state, clients, 1, steps=steps)
+    looped = loop(e, params, opt_state, clients, 1, steps=steps)
+    assert_same(batched, looped)
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+def test_masked_steps_leave_params_and_state_untouched(opt: str) -> None:
+    """A client with 0 steps beside clients with 4 and 6 keeps everything bit for bit."""
+    e = engine_for("mlp", opt)
+    start = e.client_init()
+    # give the state something to lose: one round of real training first
+    params, opt_state, _ = local_train_batched(e, start["params"], start["opt"],
+                                               list(range(e.num_clients)), 1)
+    clients = [0, 1, 2]
+    sub_p = {k: v[clients].clone() for k, v in params.items()}
+    sub_o = {k: v[clients].clone() for k, v in opt_state.items()}
+    new_p, new_o, loss = local_train_batched(e, sub_p, sub_o, clients, 2, steps=[4, 0, 6])
+    for k in new_p:
+        assert torch.equal(new_p[k][1], sub_p[k][1])
+        assert not torch.equal(new_p[k][0], sub_p[k][0])
+    for k in new_o:
+        assert torch.equal(new_o[k][1], sub_o[k][1]), k
+    assert float(loss[1]) == 0.0
+    assert new_o["step"].tolist() == [float(sub_o["step"][0]) + 4, float(sub_o["step"][1]),
+                                      float(sub_o["step"][2]) + 6]
+    # client 0 ran 4 real steps and 2 masked ones: same as 4 steps alone in the loop
+    looped = loop(e, sub_p, sub_o, clients, 2, steps=[4, 0, 6])
+    assert_same((new_p, new_o, loss), looped)
+
+
+def test_inputs_not_modified_and_deterministic() -> None:
+    e = engine_for("cnn", "adam")
+    start = e.client_init()
+    before = clone(start)
+    clients = list(range(e.num_clients))
+    first = local_train_batched(e, start["params"], start["opt"], clients, 3)
+    second = local_train_batched(e, start["params"], start["opt"], clients, 3)
+    for a, b in zip(first[:2], second[:2], strict=True):
+        for k in a:
+            assert torch.equal(a[k], b[k])
+    assert torch.equal(first[2], second[2])
+    for part in ("params", "opt"):
+        for k in start[part]:
+            assert torch.equal(start[part][k], before[part][k])
+    other_round = local_train_batched(e, start["params"], start["opt"], clients, 4)
+    assert not torch.equal(first[0]["features.0.weight"], other_round[0]["features.0.weight"])
+
+
+def test_chunks_equal_one_pass() -> None:
+    e = engine_for("cnn", "momentum")
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    whole = local_train_batched(e, start["params"], start["opt"], clients, 1)
+    chunked = local_train_batched(e, start["params"], start["opt"], clients, 1, chunk=2)
+    assert_same(chunked, (whole[0], whole[1], whole[2].numpy()))
+
+
+def test_padded_batches_layout() -> None:
+    e = engine_for("mlp", "sgd")
+    clients = [1, 2]
+    index, mask, count, active = padded_batches(e, clients, 1, "local", [2, 6])
+    assert index.shape == (2, 6, 4) and mask.shape == (2, 6, 4)
+    assert active.tolist() == [[True, True] + [False] * 4, [True] * 6]
+    for i, (k, n) in enumerate(zip(clients, [2, 6], strict=True)):
+        for s, idx in enumerate(e.batches(k, 1, "local", n)):
+            assert torch.equal(index[i, s, : len(idx)], idx)
+            assert float(mask[i, s].sum()) == len(idx) == float(count[i, s])
+    assert float(mask[0, 2:].sum()) == 0.0  # client 1 (3 samples): batch 3, then padding
+    assert float(mask[0, :2, 3].sum()) == 0.0
+
+
+def test_argument_checks() -> None:
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    with pytest.raises(ValueError, match="leading size"):
+        local_train_batched(e, start["params"], start["opt"], [0, 1], 1)
+    with pytest.raises(ValueError, match="entries"):
+        local_train_batched(e, start["params"], start["opt"], list(range(5)), 1, steps=[1, 2])
+
+
+# ------------------------------------------------------------ wiring into the algorithms
+@pytest.mark.parametrize("name,params", [("fedavg", {}), ("fedprox", {"mu": 0.5}),
+                                         ("local", {})])
+def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params):
+    """client_batching='vmap' gives the loop's rounds (to rounding); 'auto' on CPU loops."""
+    from pflrepro.algorithms import get_algorithm
+    from pflrepro.algorithms.base import parse_hyper
+
+    cls = get_algorithm(name)
+    states = {}
+    for mode in ("loop", "vmap", "auto"):
+        e = make_engine(optimizer="adam", lr=0.05, client_batching=mode)
+        assert e.batch_clients == (mode == "vmap")
+        alg = cls(e, parse_hyper(cls, params))
+        state = alg.init()
+        losses = []
+        for rnd in (1, 2):
+            state, loss = alg.round(state, rnd)
+            losses.append(loss)
+        states[mode] = (state, np.stack(losses))
+    key = "global" if name != "local" else "params"
+    for mode in ("vmap", "auto"):
+        state, losses = states[mode]
+        ref_state, ref_losses = states["loop"]
+        for n in ref_state[key]:
+            if mode == "auto":  # the loop itself
+                assert torch.equal(state[key][n], ref_state[key][n])
+            torch.testing.assert_close(state[key][n], ref_state[key][n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(state["opt"]["step"].reshape(-1).numpy(),
+                                      ref_state["opt"]["step"].reshape(-1).numpy())
+    moved = states["vmap"][0][key]
+    start = cls(make_engine(), parse_hyper(cls, params)).init()[key]
+    assert any(not torch.allclose(moved[n], start[n]) for n in start)
+
+
+def test_bad_client_batching_settings_are_rejected():
+    from pflrepro.training import TrainingConfig
+
+    with pytest.raises(ValueError, match="client_batching"):
+        TrainingConfig(rounds=1, client_batching="gpu")
+    with pytest.raises(ValueError, match="client_chunk"):
+        TrainingConfig(rounds=1, client_chunk=-1)
