@@ -15,10 +15,10 @@ steps per client, so a round's compute is proportional to K) and reports
 
 The parent fits peak memory = a + b·K and compares the slope b with what K clients
 must cost if the data set is resident once: each client's own samples as float32
-plus FedAvg's per-client parameter copy (``FedAvg.round`` stacks one model per
-client before averaging). A per-client copy of the data set would show as a slope
-far above that, or as curvature (the check: the fit on the smaller K predicts the
-largest K's peak within 25%).
+(``FedAvg.round`` keeps a running weighted sum, so no model is held per client; with
+plain SGD the per-client optimiser state is a step counter). A per-client copy of
+the data set would show as a slope far above that, or as curvature (the check: the
+fit on the smaller K predicts the largest K's peak within 25%).
 """
 
 from __future__ import annotations
@@ -163,11 +163,10 @@ def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = 
             for r in res]
     a, b = fit(kk, peak)
     per_client_data = res[-1]["data_bytes"] / res[-1]["K"]
-    expected = per_client_data + res[-1]["param_bytes"]
+    expected = per_client_data
     rep.say(f"  peak memory fit: {a * mb:.0f} MB + {b * mb:.2f} MB x K; resident-once "
-            f"estimate {expected * mb:.2f} MB per client (float32 data "
-            f"{per_client_data * mb:.2f} MB + FedAvg's per-client parameter copy "
-            f"{res[-1]['param_bytes'] * mb:.2f} MB)")
+            f"estimate {expected * mb:.2f} MB per client (its float32 data; one model "
+            f"is {res[-1]['param_bytes'] * mb:.2f} MB, none is kept per client)")
     big = res[-1]  # the largest K: fixed costs (imports, pandas) matter least
     rep.say(f"  data build at K={big['K']}: peak {(big['build_peak'] - big['base']) * mb:.0f} MB "
             f"above base = {(big['build_peak'] - big['base']) / big['data_bytes']:.1f}x the "

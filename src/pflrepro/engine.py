@@ -102,8 +102,14 @@ class FederatedData:
         meta = dataset.meta
         index = partition["index"].to_numpy()
         used, first, inverse = np.unique(index, return_index=True, return_inverse=True)
-        # a fresh float32 copy of the used rows, normalised in place (no transient copies)
-        x = torch.from_numpy(np.array(dataset.x[used], dtype=np.float32))
+        # one float32 copy of the used rows, already channels-last for images, then
+        # normalised in place (no transient float32 copies)
+        raw = torch.from_numpy(np.asarray(dataset.x[used]))
+        x = torch.empty(raw.shape, dtype=torch.float32,
+                        memory_format=torch.channels_last if raw.dim() == 4
+                        else torch.contiguous_format)
+        x.copy_(raw)
+        del raw
         x.div_(meta.max_value)
         if "rotation" in partition:
             x = _rotate(x, _per_used_row(partition, "rotation", first, inverse))

@@ -119,3 +119,21 @@ def test_keys_with_odd_characters_make_safe_file_names(tmp_path: Path) -> None:
     with claim(["gpu-../x y"], tmp_path) as lease:
         assert lease.path.parent == tmp_path
         assert "pid" in lease.path.read_text()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_cuda_lease_takes_a_visible_device(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setenv(devices.LOCK_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(devices.JOBS_PER_GPU_ENV, raising=False)
+    keys = devices.cuda_keys()
+    assert len(keys) == torch.cuda.device_count() and len(set(keys)) == len(keys)
+    with devices.cuda_lease() as first:
+        assert first.index == 0
+        if len(keys) > 1:
+            with devices.cuda_lease() as second:
+                assert second.index == 1
+        else:
+            with pytest.raises(TimeoutError):
+                claim(keys, tmp_path, poll_s=0.01, timeout_s=0.1)
