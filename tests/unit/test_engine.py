@@ -486,11 +486,14 @@ def test_images_are_channels_last_and_batches_keep_it():
     assert to_channels_last(flat) is flat
 
 
-def test_cnn_engine_relus_in_place_same_numbers():
+def test_cnn_engine_relus_in_place_and_after_pooling_same_numbers():
     data = make_data(n_train=(6, 6), n_test=(2, 2), shape=(3, 8, 8), num_classes=3)
     e = make_engine(data, model="cnn", model_options={"channels": [4, 8], "hidden": 16},
                     batch_size=3)
     assert all(m.inplace for m in e.model.modules() if isinstance(m, torch.nn.ReLU))
+    kinds = [type(m).__name__ for m in e.model.modules()
+             if isinstance(m, (torch.nn.ReLU, torch.nn.MaxPool2d))]
+    assert kinds[:4] == ["MaxPool2d", "ReLU", "MaxPool2d", "ReLU"]  # pooled first
     params = e.init_params(0)
     from pflrepro.models import build_model
 
