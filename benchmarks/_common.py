@@ -6,12 +6,13 @@ run, and ``run_all.py`` compares them with the issue's targets without failing o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,24 @@ def machine_line() -> str:
             f"(interop {torch.get_num_interop_threads()}), numpy {np.__version__} "
             f"BLAS {blas_name()}, python {platform.python_version()}, "
             f"load average {load_average()}")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` torch threads (in this thread), then restore the count.
+
+    The engine side of a comparison runs like a CPU training job (``pflrepro train
+    --threads T``): T client threads of one torch thread each, so the main thread is
+    set to 1; a library-style reference gets torch's T threads for its one loop.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def mm_rate(n: int = 2048, repeats: int = 5) -> list[float]:

@@ -8,7 +8,8 @@ client trains one local epoch per round, and every round is evaluated.
 * **engine**: ``pflrepro.engine.Engine`` + the registered ``fedavg`` algorithm, fed
   through ``FederatedData.build`` (as a training job does), ``Engine.run`` with
   ``eval_every = 1`` (each client's test set, on CPU in chunks of at most
-  ``Engine.cpu_eval_chunk`` samples).
+  ``Engine.cpu_eval_chunk`` samples); with T threads it runs as ``pflrepro train
+  --threads T`` does: T client threads of one torch thread each.
 * **reference**, written here in the style of popular pFL libraries: a deep-copied
   model per client, ``torch.optim.SGD`` per client, a fresh ``DataLoader`` per client
   per round over a list of per-sample tensors read from the client's compressed
@@ -16,7 +17,8 @@ client trains one local epoch per round, and every round is evaluated.
   normalised float32 as those libraries store it), every round an evaluation over
   each client's test set plus a full forward pass over its training set for
   logging (batches of 32), parameters copied with ``param.data = new.data.clone()``
-  and averaged into a deep copy of the first client's model.
+  and averaged into a deep copy of the first client's model; it runs with torch's
+  T threads, as a library run does.
 
 Both start from the same initial model (the engine's seeded draw) and see the same
 data, so their final accuracies must be close (the correctness check). A "round" is
@@ -49,6 +51,7 @@ from _common import (
     repeat_interleaved,
     synthetic_cifar,
     table,
+    torch_threads,
 )
 from torch import nn
 from torch.utils.data import DataLoader
@@ -189,7 +192,7 @@ def run_reference(root: Path, init: dict[str, torch.Tensor], arch: str, clients:
 
 # --------------------------------------------------------------------------- engine
 def run_engine(x: np.ndarray, y: np.ndarray, train: list[np.ndarray], test: list[np.ndarray],
-               arch: str, rounds: int, batch_size: int, lr: float, seed: int
+               arch: str, rounds: int, batch_size: int, lr: float, seed: int, workers: int
                ) -> dict[str, Any]:
     """FedAvg through pflrepro's engine; times setup, training and evaluation."""
     from pflrepro import results as R
@@ -202,7 +205,7 @@ def run_engine(x: np.ndarray, y: np.ndarray, train: list[np.ndarray], test: list
     data = federated_data(x, y, train, test)
     cfg = TrainingConfig(rounds=rounds, batch_size=batch_size, local_epochs=1,
                          optimizer="sgd", lr=lr, eval_every=1, model=arch, device="cpu")
-    engine = Engine(data, cfg, seed, IN_SHAPE, torch.device("cpu"))
+    engine = Engine(data, cfg, seed, IN_SHAPE, torch.device("cpu"), workers=workers)
     cls = get_algorithm("fedavg")
     algorithm = cls(engine, parse_hyper(cls, {}))
     evals: list[tuple[int, float, float]] = []
@@ -240,10 +243,12 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     rounds = rounds or (3 if quick else 5)
     repeats = repeats or (1 if quick else 5)
     arch = model_name(model)
+    cores = torch.get_num_threads()
     rep = Report("cell")
     rep.say(f"== cell: FedAvg, {clients} clients x {n_train} train + {n_test} test, "
             f"3x32x32, batch {batch_size}, SGD lr {lr}, {rounds} rounds, eval every round, "
-            f"{repeats} repeat(s) ==")
+            f"{repeats} repeat(s); {cores} core(s): the engine with {cores} client "
+            f"thread(s) of 1 torch thread, the reference with {cores} torch thread(s) ==")
 
     from pflrepro.models import build_model
 
@@ -264,9 +269,13 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
         root = Path(tmp)
         write_client_files(root, x, y, train, test)
         init = _engine_init(arch, seed)
+        def engine(r: int) -> dict[str, Any]:
+            with torch_threads(1):
+                return run_engine(x, y, train, test, arch, rounds, batch_size, lr, seed,
+                                  workers=cores)
+
         results = repeat_interleaved(repeats, {
-            "engine": lambda r: run_engine(x, y, train, test, arch, rounds, batch_size, lr,
-                                           seed),
+            "engine": engine,
             "reference": lambda r: run_reference(root, init, arch, clients, n_train, rounds,
                                                  batch_size, lr, seed + r),
         })
@@ -299,8 +308,8 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     e, r = summary["engine"], summary["reference"]
     ratio_med = r["round"] / e["round"]
     ratio_best = r["round_best"] / e["round_best"]
-    rep.say(f"  torch.mm 2048^2 (same run, before and after): median {mm_med:.1f} GFLOP/s, "
-            f"best {best(mm, higher=True):.1f}")
+    rep.say(f"  torch.mm 2048^2 with {cores} thread(s) (same run, before and after): median "
+            f"{mm_med:.1f} GFLOP/s, best {best(mm, higher=True):.1f}")
     rep.say(f"  speed-up engine vs reference (s/round): median {ratio_med:.2f}x, "
             f"best {ratio_best:.2f}x")
     rep.values.update(ratio=ratio_med, ratio_best=ratio_best, engine=e, reference=r,

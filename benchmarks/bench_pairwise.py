@@ -12,7 +12,10 @@ Three places evaluate many (model, data set) pairs every round:
 
 The engine side calls those methods of the registered algorithms, which evaluate
 through ``Engine.logits`` / ``Engine.mean_loss`` (inference mode, channels-last
-images, on CPU chunks of at most ``Engine.cpu_eval_chunk`` samples, ReLUs in place).
+images, on CPU chunks of at most ``Engine.cpu_eval_chunk`` samples, ReLUs in place),
+client by client through ``Engine.map_clients`` as the algorithms' rounds do: with T
+cores, T client threads of one torch thread each. The reference runs with torch's T
+threads.
 The reference does what pFL libraries do: for each
 client a ``DataLoader`` (batch 32) over a list of per-sample tensors, and for each
 pair a forward pass of that model over the loader with autograd enabled (as e.g.
@@ -41,14 +44,15 @@ from _common import (
     repeat_interleaved,
     synthetic_cifar,
     table,
+    torch_threads,
 )
 from torch.utils.data import DataLoader
 
 IN_SHAPE = (3, 32, 32)
 
 
-def build(clients: int, n_train: int, components: int, arch: str, seed: int = 0
-          ) -> dict[str, Any]:
+def build(clients: int, n_train: int, components: int, arch: str, workers: int,
+          seed: int = 0) -> dict[str, Any]:
     """Engine, the three algorithms and their initial states on synthetic data."""
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
@@ -59,7 +63,7 @@ def build(clients: int, n_train: int, components: int, arch: str, seed: int = 0
     data = federated_data(x, y, train, test)
     cfg = TrainingConfig(rounds=1, batch_size=32, optimizer="sgd", lr=0.05, model=arch,
                          device="cpu")
-    engine = Engine(data, cfg, seed, IN_SHAPE, torch.device("cpu"))
+    engine = Engine(data, cfg, seed, IN_SHAPE, torch.device("cpu"), workers=workers)
     algs = {}
     for name, params in (("federico", {}), ("fedfomo", {}),
                          ("fedem", {"components": components})):
@@ -83,15 +87,19 @@ def engine_fedfomo(b: dict[str, Any]) -> torch.Tensor:
     e, alg = b["engine"], b["algs"]["fedfomo"]
     k = e.num_clients
     out = torch.empty(k, k, dtype=torch.float64)
-    for i in range(k):
+
+    def row(i: int) -> None:  # client i scores every model on its validation split
         for j in range(k):
             out[i, j] = alg.val_loss(e.take(b["params"], j), i)
+
+    e.run_clients(row, range(k))
     return out
 
 
 def engine_fedem(b: dict[str, Any]) -> list[torch.Tensor]:
     e, alg = b["engine"], b["algs"]["fedem"]
-    return [alg.posteriors(b["fedem"], k) for k in range(e.num_clients)]
+    return list(e.map_clients(lambda k: alg.posteriors(b["fedem"], k),
+                              range(e.num_clients)))
 
 
 # --------------------------------------------------------------------------- reference
@@ -174,8 +182,9 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     components = components or (2 if quick else 4)
     repeats = repeats or (1 if quick else 3)
     arch = model_name(model)
+    cores = torch.get_num_threads()
     rep = Report("pairwise")
-    b = build(clients, n_train, components, arch)
+    b = build(clients, n_train, components, arch, workers=cores)
     e = b["engine"]
     n_val = sum(len(v) for v in b["algs"]["fedfomo"].val)
     fwd = forward_flops(e.model, IN_SHAPE)
@@ -183,7 +192,9 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
                "fedem": components * clients * n_train}
     rep.say(f"== pairwise: {clients} clients x {n_train} train samples, FedFomo validation "
             f"{n_val // clients}/client, FedEM M={components}; model {arch!r}; reference "
-            f"batch {batch_size}; {repeats} repeat(s) ==")
+            f"batch {batch_size}; {repeats} repeat(s); {cores} core(s): the engine with "
+            f"{cores} client thread(s) of 1 torch thread, the reference with {cores} torch "
+            f"thread(s) ==")
     refs = {"reference": Reference(b, batch_size, grad=True),
             "reference, no grad": Reference(b, batch_size, grad=False)}
     eng = {"federico": engine_federico, "fedfomo": engine_fedfomo, "fedem": engine_fedem}
@@ -191,7 +202,8 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     def one(impl: str) -> Any:
         def go(_: int) -> dict[str, tuple[float, Any]]:
             if impl == "engine":
-                return {t: timed(lambda t=t: eng[t](b)) for t in TASKS}
+                with torch_threads(1):
+                    return {t: timed(lambda t=t: eng[t](b)) for t in TASKS}
             r = refs[impl]
             return {t: timed(getattr(r, t)) for t in TASKS}
         return go

@@ -1,7 +1,7 @@
 """Run every benchmark and compare the results with the issue's targets.
 
     python benchmarks/run_all.py            # full sizes (tens of minutes on 2 cores)
-    python benchmarks/run_all.py --quick    # tiny sizes, 1 repeat, 1 torch thread
+    python benchmarks/run_all.py --quick    # tiny sizes, 1 repeat, 2 threads
 
 Prints a machine line first, then each benchmark's table, then the targets (met or
 not: reported, never asserted) and the correctness checks. Exits 1 only when a
@@ -28,16 +28,16 @@ ORDER = ("cell", "grid", "pairwise", "scale", "pipeline", "gpu")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help="tiny sizes, 1 repeat, 1 torch thread: checks results, not speed")
+                   help="tiny sizes, 1 repeat, 2 threads: checks results, not speed")
     p.add_argument("--only", help=f"comma-separated subset of {','.join(ORDER)}")
     p.add_argument("--threads", type=int,
-                   help="torch threads (default: 1 with --quick, else torch's default)")
+                   help="threads (default: 2 with --quick, else torch's default, the cores)")
     p.add_argument("--two-threads", action="store_true",
                    help="grid: also time one job at a time with 2 threads per job")
     a = p.parse_args(argv)
     import torch
 
-    threads = a.threads or (1 if a.quick else None)
+    threads = a.threads or (2 if a.quick else None)
     if threads:
         torch.set_num_threads(threads)
     names = a.only.split(",") if a.only else list(ORDER)

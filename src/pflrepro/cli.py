@@ -239,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU: clients run side by side on this many threads, one core each "
+                   "(same results for any value); GPU: torch's CPU threads")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--checkpoint", help="checkpoint file: resume from it if it holds this "
                    "spec, save to it every --checkpoint-every rounds and on SIGTERM, delete "

@@ -64,9 +64,10 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     (preemption, a time limit) makes it save one after the current round and stop
     with :class:`~pflrepro.engine.Interrupted`. On CUDA the job leases a device of
     its own first (:mod:`pflrepro.devices`) and holds it until it returns.
+
+    ``threads`` (default 1): on the CPU, clients trained and evaluated side by side,
+    one torch thread each (the numbers do not depend on it); on a GPU, torch's threads.
     """
-    if threads:
-        torch.set_num_threads(threads)
     cls = get_algorithm(spec.algorithm)
     hyper = parse_hyper(cls, spec.params)
     dataset = load_dataset(data_dir)
@@ -75,28 +76,43 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "
                          f"not {spec.dataset!r}")
     device = choose_device(spec.training.device)
+    threads_before = torch.get_num_threads()
+    workers = 1
+    if device.type == "cpu":
+        # CPU: `threads` client threads of one torch thread each (Engine.map_clients), so
+        # the results are the same bits whatever `threads` is
+        workers = max(int(threads or 1), 1)
+        torch.set_num_threads(1)
+    elif threads:
+        torch.set_num_threads(threads)
     lease = None
-    if device.type == "cuda":
-        lease = devices.cuda_lease()
-        device = torch.device("cuda", lease.index)
-        torch.cuda.set_device(device)
-        # CUDA has non-deterministic kernels; ask for the deterministic ones. (On the
-        # CPU the kernels used here are deterministic for a given thread count, and the
-        # switch costs every job ~2 s: it imports torch's compiler stack.)
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        log.info("leased %s (%s), slot %d: %s", device, torch.cuda.get_device_name(device),
-                 lease.slot, lease.path)
-    log.info("device: %s (torch %s, %d threads)", device, torch.__version__,
-             torch.get_num_threads())
+    engine = None
     try:
+        if device.type == "cuda":
+            lease = devices.cuda_lease()
+            device = torch.device("cuda", lease.index)
+            torch.cuda.set_device(device)
+            # CUDA has non-deterministic kernels; ask for the deterministic ones. (The CPU
+            # kernels used here are deterministic with one torch thread, and the switch
+            # costs every job ~2 s: it imports torch's compiler stack.)
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            log.info("leased %s (%s), slot %d: %s", device,
+                     torch.cuda.get_device_name(device), lease.slot, lease.path)
+        log.info("device: %s (torch %s, %d torch thread(s)%s)", device, torch.__version__,
+                 torch.get_num_threads(),
+                 f", {workers} client threads" if workers > 1 else "")
         data = FederatedData.build(dataset, partition, device)
-        engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device)
+        engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device,
+                        workers=workers)
         log.info("client batching: %s", "all clients in one vmapped pass (methods that "
                  "support it)" if engine.batch_clients else "one client after another")
         metrics = _train(engine, cls(engine, hyper), spec, progress, checkpoint)
     finally:
+        if engine is not None:
+            engine.close()
         if lease is not None:
             lease.release()
+        torch.set_num_threads(threads_before)
     config = {
         "experiment": spec.experiment, "dataset": spec.dataset, "partition": spec.partition,
         "method": spec.method, "algorithm": spec.algorithm,

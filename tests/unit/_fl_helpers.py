@@ -44,13 +44,15 @@ def make_data(n_train: Sequence[int] = (4, 2, 3), n_test: Sequence[int] = (2, 1,
                          num_classes=num_classes)
 
 
-def make_engine(data: FederatedData | None = None, seed: int = 0, **training: Any) -> Engine:
+def make_engine(data: FederatedData | None = None, seed: int = 0, workers: int = 1,
+                **training: Any) -> Engine:
     """Engine on ``data`` (default :func:`make_data`), linear model, plain SGD lr 0.1."""
     cfg: dict[str, Any] = {"rounds": 2, "model": "mlp", "model_options": {"hidden": []},
                            "batch_size": 2, "optimizer": "sgd", "lr": 0.1, "device": "cpu"}
     cfg.update(training)
     data = make_data() if data is None else data
-    return Engine(data, TrainingConfig(**cfg), seed, tuple(data.x.shape[1:]), CPU)
+    return Engine(data, TrainingConfig(**cfg), seed, tuple(data.x.shape[1:]), CPU,
+                  workers=workers)
 
 
 def clone(tree: Any) -> Any:

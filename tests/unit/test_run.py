@@ -136,3 +136,16 @@ def test_run_rejects_partition_of_other_dataset(prepared):
     spec = RunSpec.from_json(json.dumps(_spec_dict(dataset="mnist")))
     with pytest.raises(ValueError, match="is for data set 'digits'"):
         run_module.run(spec, data_dir, part_path)
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "federico", "fedem"])
+def test_cpu_threads_give_the_same_table(prepared, monkeypatch, algorithm):
+    # --threads T on the CPU: T client threads of one torch thread each, same bits
+    monkeypatch.setattr(R, "git_revision", lambda path=None: "pinned")
+    data_dir, part_path, _ = prepared
+    spec = RunSpec.from_json(json.dumps(_spec_dict(algorithm=algorithm, method=algorithm)))
+    torch.set_num_threads(2)
+    one = run(spec, data_dir, part_path, threads=1)
+    assert torch.get_num_threads() == 2  # restored after the run
+    three = run(spec, data_dir, part_path, threads=3)
+    pd.testing.assert_frame_equal(one, three, check_exact=True)

@@ -85,7 +85,8 @@ class APFL(Algorithm):
         e = self.engine
         losses = np.full(e.num_clients, np.nan)
         local = e.stack(state["global"], e.num_clients)
-        for k in range(e.num_clients):
+
+        def client(k: int) -> None:
             w, v, alpha, opt_w, opt_v, losses[k] = self.local_steps(
                 state["global"], e.take(state["personal"], k), float(state["alpha"][k]), k,
                 rnd, e.take(state["opt"], k), e.take(state["personal_opt"], k))
@@ -94,6 +95,8 @@ class APFL(Algorithm):
             e.put(state["opt"], k, opt_w)
             e.put(state["personal_opt"], k, opt_v)
             state["alpha"][k] = alpha
+
+        e.run_clients(client, range(e.num_clients))
         state["global"] = e.weighted_mean(local, e.train_sizes())
         return state, losses
 

@@ -96,11 +96,14 @@ class ClusteredFL(Algorithm):
         deltas: dict[str, torch.Tensor] = {n: torch.zeros(k_all, *v.shape[1:], dtype=v.dtype,
                                                          device=v.device)
                                            for n, v in models.items()}
-        for k in range(k_all):
+
+        def client(k: int) -> None:
             start = e.take(models, int(cluster[k]))
             params, opt, losses[k] = e.local_train(start, e.take(state["opt"], k), k, rnd)
             e.put(deltas, k, {n: params[n] - start[n] for n in start})
             e.put(state["opt"], k, opt)
+
+        e.run_clients(client, range(k_all))
         updates = torch.stack([flatten(e.take(deltas, k)) for k in range(k_all)]).cpu()
         sizes = e.train_sizes().cpu()
 

@@ -128,11 +128,14 @@ class FedAMP(Algorithm):
         xi = self.attention(flatten(state["params"]))
         cloud = mix(state["params"], xi)
         losses = np.full(e.num_clients, np.nan)
-        for k in range(e.num_clients):
+
+        def client(k: int) -> None:
             u = e.take(cloud, k)
             params, opt, losses[k] = self.client_update(u, u, e.take(state["opt"], k), k, rnd)
             e.put(state["params"], k, params)
             e.put(state["opt"], k, opt)
+
+        e.run_clients(client, range(e.num_clients))
         state["xi"] = xi.cpu()
         return state, losses
 

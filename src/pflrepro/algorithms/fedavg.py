@@ -57,11 +57,15 @@ class FedAvgBase(Algorithm):
             return state, losses
         losses = np.full(e.num_clients, np.nan)
         average = e.running_mean(state["global"], e.train_sizes())
-        for k in range(e.num_clients):
+
+        def client(k: int) -> Params:
             params, opt, losses[k] = e.local_train(state["global"], e.take(state["opt"], k),
                                                    k, rnd, grad_hook=self.grad_hook(state, k))
-            average.add(k, params)
             e.put(state["opt"], k, opt)
+            return params
+
+        for k, params in enumerate(e.map_clients(client, range(e.num_clients))):
+            average.add(k, params)  # in client order, as a plain loop would
         state["global"] = average.result()
         return state, losses
 

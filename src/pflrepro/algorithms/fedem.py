@@ -86,7 +86,8 @@ class FedEM(Algorithm):
         local = {n: v.unsqueeze(1).repeat(1, e.num_clients, *([1] * (v.dim() - 1)))
                  for n, v in comps.items()}
         losses = np.full(e.num_clients, np.nan)
-        for k in range(e.num_clients):
+
+        def client(k: int) -> None:
             q = self.posteriors(state, k)
             state["pi"][k] = q.mean(dim=0).cpu()
             # position of each data row within client k's training set
@@ -108,6 +109,8 @@ class FedEM(Algorithm):
                 e.put(opt_k, m, opt)
                 total += running / max(len(batches), 1)
             losses[k] = total
+
+        e.run_clients(client, range(e.num_clients))
         sizes = e.train_sizes()
         avg = [e.weighted_mean(e.take(local, m), sizes) for m in range(m_all)]
         state["components"] = {n: torch.stack([a[n] for a in avg]) for n in comps}

@@ -60,9 +60,12 @@ class FedeRiCo(Algorithm):
         """ℓ_ij for client i and each j in ``pairs[i]`` (NaN elsewhere), float64."""
         e = self.engine
         out = torch.full((e.num_clients, e.num_clients), float("nan"), dtype=torch.float64)
-        for i, js in enumerate(pairs):
-            for j in js:
+
+        def row(i: int) -> None:
+            for j in pairs[i]:
                 out[i, j] = e.mean_loss(e.take(state["params"], j), i, "train")
+
+        e.run_clients(row, range(len(pairs)))
         return out
 
     # ------------------------------------------------------------------ round
@@ -105,7 +108,8 @@ class FedeRiCo(Algorithm):
         w = state["weights"].to(torch.float32)
 
         losses = np.full(k_all, np.nan)
-        for k in range(k_all):
+
+        def client(k: int) -> None:
             users = [i for i in range(k_all) if k in used[i]]
             steps = e.steps_per_round(k)
             streams = {i: e.batches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
@@ -122,6 +126,8 @@ class FedeRiCo(Algorithm):
             e.put(state["params"], k, params)
             e.put(state["opt"], k, opt)
             losses[k] = total / steps
+
+        e.run_clients(client, range(k_all))
         return state, losses
 
     # ------------------------------------------------------------------ predict

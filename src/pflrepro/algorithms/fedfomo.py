@@ -184,7 +184,8 @@ class FedFomo(Algorithm):
         received = self.downloads(state["affinity"], rnd)
         weights = torch.zeros(k_all, k_all, dtype=torch.float64)
         losses = np.full(k_all, np.nan)
-        for i in range(k_all):
+
+        def client(i: int) -> None:
             own = e.take(old, i)
             models = {j: e.take(old, j) for j in received[i]}
             scores = fomo_scores(self.val_loss(own, i), own,
@@ -202,6 +203,8 @@ class FedFomo(Algorithm):
                                                 e.take(state["opt"], i), i, rnd)
             e.put(state["params"], i, params)
             e.put(state["opt"], i, opt)
+
+        e.run_clients(client, range(k_all))
         state["weights"] = weights
         return state, losses
 

@@ -32,11 +32,14 @@ class Local(Algorithm):
                 state["params"], state["opt"], list(range(e.num_clients)), rnd)
             return state, losses
         losses = np.full(e.num_clients, np.nan)
-        for k in range(e.num_clients):
+
+        def client(k: int) -> None:
             params, opt, losses[k] = e.local_train(e.take(state["params"], k),
                                                    e.take(state["opt"], k), k, rnd)
             e.put(state["params"], k, params)
             e.put(state["opt"], k, opt)
+
+        e.run_clients(client, range(e.num_clients))
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

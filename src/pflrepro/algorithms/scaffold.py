@@ -81,7 +81,8 @@ class Scaffold(Algorithm):
         losses = np.full(e.num_clients, np.nan)
         delta_y = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
         delta_c = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
-        for i in range(e.num_clients):
+
+        def client(i: int) -> None:
             c_i = {k: v.clone() for k, v in e.take(state["client_control"], i).items()}
             steps = e.steps_per_round(i)
             y, _, losses[i] = e.local_train(x, e.init_opt(x), i, rnd, steps=steps,
@@ -90,6 +91,8 @@ class Scaffold(Algorithm):
             e.put(delta_y, i, {k: y[k] - x[k] for k in x})
             e.put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
             e.put(state["client_control"], i, c_new)
+
+        e.run_clients(client, range(e.num_clients))
         uniform = torch.ones(e.num_clients, device=e.device)
         mean_dy = e.weighted_mean(delta_y, uniform)
         mean_dc = e.weighted_mean(delta_c, uniform)
