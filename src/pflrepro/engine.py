@@ -529,17 +529,18 @@ class Engine:
         return mode == "vmap" or (mode == "auto" and self.device.type == "cuda")
 
     def train_clients(self, params: Params, opt_state: OptState, clients: list[int], rnd: int,
-                      purpose: str = "local", anchor: Params | None = None, coef: float = 0.0
-                      ) -> tuple[Params, OptState, np.ndarray]:
+                      purpose: str = "local", anchor: Params | None = None, coef: float = 0.0,
+                      offset: Params | None = None) -> tuple[Params, OptState, np.ndarray]:
         """:meth:`local_train` for ``clients`` at once (stacked params and states).
 
-        ``anchor`` and ``coef`` add :func:`proximal_hook`'s term; see
-        :mod:`pflrepro.batched`. Returns stacked params, states and per-client losses.
+        ``anchor`` and ``coef`` add :func:`proximal_hook`'s term, ``offset`` a constant
+        term (SCAFFOLD's ``c − c_i``); see :mod:`pflrepro.batched`. Returns stacked
+        params, states and per-client losses.
         """
         from pflrepro.batched import local_train_batched
 
         p, o, losses = local_train_batched(self, params, opt_state, clients, rnd, purpose,
-                                           anchor=anchor, coef=coef,
+                                           anchor=anchor, coef=coef, offset=offset,
                                            chunk=self.cfg.client_chunk or None)
         return p, o, losses.cpu().numpy()
 

@@ -21,10 +21,11 @@ TRAINING_DOCS: dict[str, str] = {
     "model": "Model name from the model registry ('mlp', 'cnn').",
     "model_options": "Keyword options of the model builder, e.g. {hidden: [64]} for mlp.",
     "device": "'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'.",
-    "client_batching": "How methods that support it train a round's clients: 'auto' (all "
-                       "clients in one vmapped pass on CUDA, one client after another on "
-                       "CPU, where that is as fast), 'loop' or 'vmap'. The two agree to "
-                       "float32 rounding, not bit for bit.",
+    "client_batching": "How FedAvg (and its +/FT variants), FedProx, Local, SCAFFOLD, "
+                       "FedAMP, HeurFedAMP and Clustered FL train a round's clients: 'auto' "
+                       "(all clients in one vmapped pass on CUDA; on the CPU one client "
+                       "after another, on the job's threads), 'loop' or 'vmap'. The two "
+                       "agree to float32 rounding, not bit for bit.",
     "client_chunk": "Clients per vmapped pass (0 = all); bounds GPU memory.",
 }
 

@@ -103,7 +103,13 @@ class ClusteredFL(Algorithm):
             e.put(deltas, k, {n: params[n] - start[n] for n in start})
             e.put(state["opt"], k, opt)
 
-        e.run_clients(client, range(k_all))
+        if e.batch_clients:  # all clients in one pass (on CUDA), each from its cluster's model
+            start = {n: v[cluster.to(v.device)] for n, v in models.items()}
+            trained, state["opt"], losses = e.train_clients(start, state["opt"],
+                                                            list(range(k_all)), rnd)
+            deltas = {n: trained[n] - start[n] for n in start}
+        else:
+            e.run_clients(client, range(k_all))
         updates = torch.stack([flatten(e.take(deltas, k)) for k in range(k_all)]).cpu()
         sizes = e.train_sizes().cpu()
 

@@ -127,6 +127,13 @@ class FedAMP(Algorithm):
         e = self.engine
         xi = self.attention(flatten(state["params"]))
         cloud = mix(state["params"], xi)
+        state["xi"] = xi.cpu()
+        if e.batch_clients:  # all clients in one pass (on CUDA), from and towards u_i
+            prox = self.hp.lam > 0
+            state["params"], state["opt"], losses = e.train_clients(
+                cloud, state["opt"], list(range(e.num_clients)), rnd,
+                anchor=cloud if prox else None, coef=self.hp.lam / self.hp.alpha if prox else 0.0)
+            return state, losses
         losses = np.full(e.num_clients, np.nan)
 
         def client(k: int) -> None:
@@ -136,7 +143,6 @@ class FedAMP(Algorithm):
             e.put(state["opt"], k, opt)
 
         e.run_clients(client, range(e.num_clients))
-        state["xi"] = xi.cpu()
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -78,6 +78,20 @@ class Scaffold(Algorithm):
         e = self.engine
         x, c = state["global"], state["control"]
         lr = e.optimizer.lr
+        if e.batch_clients:  # all clients in one pass (on CUDA), gradients + c − c_i
+            ks = list(range(e.num_clients))
+            c_i = state["client_control"]
+            y, _, losses = e.train_clients(
+                e.stack(x, e.num_clients), e.stack(e.init_opt(x), e.num_clients), ks, rnd,
+                offset={k: c[k] - c_i[k] for k in x})
+            scale = torch.tensor([e.steps_per_round(i) * lr for i in ks], device=e.device)
+            c_new = {k: c_i[k] - c[k] + (x[k] - y[k]) / scale.view(-1, *[1] * x[k].dim())
+                     for k in x}
+            delta_y = {k: y[k] - x[k] for k in x}
+            delta_c = {k: c_new[k] - c_i[k] for k in x}
+            state["client_control"] = c_new
+            return self._server(state, delta_y, delta_c), losses
+
         losses = np.full(e.num_clients, np.nan)
         delta_y = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
         delta_c = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
@@ -93,12 +107,18 @@ class Scaffold(Algorithm):
             e.put(state["client_control"], i, c_new)
 
         e.run_clients(client, range(e.num_clients))
+        return self._server(state, delta_y, delta_c), losses
+
+    def _server(self, state: State, delta_y: Params, delta_c: Params) -> State:
+        """The server step: x ← x + η_g · mean_i Δy_i, c ← c + mean_i Δc_i (uniform)."""
+        e = self.engine
+        x, c = state["global"], state["control"]
         uniform = torch.ones(e.num_clients, device=e.device)
         mean_dy = e.weighted_mean(delta_y, uniform)
         mean_dc = e.weighted_mean(delta_c, uniform)
         state["global"] = {k: x[k] + self.hp.server_lr * mean_dy[k] for k in x}
         state["control"] = {k: c[k] + mean_dc[k] for k in c}
-        return state, losses
+        return state
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """The global model's prediction."""
