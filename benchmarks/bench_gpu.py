@@ -162,7 +162,7 @@ def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = 
     """Run the benchmark; return its report."""
     rep = Report("gpu")
     arch = model_name(model)
-    repeats = repeats or (1 if quick else 3)
+    repeats = repeats or (1 if quick else 5)
     cuda = torch.cuda.is_available()
     rep.say(f"== gpu: all clients of a round at once (vmap over a client dimension) vs the "
             f"per-client loop; {arch}, batch {batch_size}, {optimizer} lr {lr}, one local "

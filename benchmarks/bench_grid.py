@@ -110,7 +110,7 @@ def run(quick: bool = False, rounds: int | None = None, seeds: int | None = None
         two_threads: bool = False, repeats: int | None = None) -> Report:
     """Run the benchmark; return its report."""
     rounds = rounds or (1 if quick else 5)
-    repeats = repeats or (1 if quick else 2)
+    repeats = repeats or (1 if quick else 5)
     seeds = seeds or 1
     cfg = reduced_config(rounds, seeds, ["fedavg"] if quick else None,
                          1 if quick else None)
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seeds", type=int, help="split seeds per experiment (default 1)")
-    p.add_argument("--repeats", type=int, help="runs of each variant (default 2; quick 1)")
+    p.add_argument("--repeats", type=int, help="runs of each variant (default 5; quick 1)")
     p.add_argument("--two-threads", action="store_true",
                    help="also time one job at a time with 2 torch threads")
     a = p.parse_args(argv)

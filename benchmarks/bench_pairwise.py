@@ -180,7 +180,7 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     clients = clients or (3 if quick else 8)
     n_train = n_train or (40 if quick else 100)
     components = components or (2 if quick else 4)
-    repeats = repeats or (1 if quick else 3)
+    repeats = repeats or (1 if quick else 5)
     arch = model_name(model)
     cores = torch.get_num_threads()
     rep = Report("pairwise")

@@ -208,7 +208,7 @@ def aggregate_cli(root: Path, exp: str, groups: dict[tuple[str, str], list[Path]
 # --------------------------------------------------------------------------- benchmark
 def run(quick: bool = False, repeats: int | None = None) -> Report:
     """Run the benchmark; return its report."""
-    repeats = repeats or (1 if quick else 3)
+    repeats = repeats or (1 if quick else 5)
     rep = Report("pipeline")
     runs = paper_runs()
     rep.say(f"== pipeline: paper-scale grid of config.yaml: {len(runs)} training runs; "
