@@ -80,3 +80,27 @@ def test_public_set_avoids_client_rows(digits: Path, tmp_path: Path) -> None:
     assert not rows & set(pd.read_parquet(part)["index"])
     assert main(["public", "--data", str(digits), "--size", "900", "--seed", "0",
                  "--exclude-partition", str(part), "--out", str(tmp_path / "x.parquet")]) == 1
+
+
+def test_train_threads_write_the_same_bytes(digits: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pflrepro train --threads T` on the CPU: T client threads, the same Parquet bytes
+    from pflrepro import results
+
+    monkeypatch.setattr(results, "git_revision", lambda path=None: "pinned")
+    part = tmp_path / "p.parquet"
+    assert main(["partition", "--data", str(digits / "meta.json"), "--dataset", "digits",
+                 "--spec", json.dumps({"scheme": "dirichlet", "clients": 5, "alpha": 0.5}),
+                 "--seed", "0", "--out", str(part)]) == 0
+    run_spec = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedprox",
+                "algorithm": "fedprox", "params": {"mu": 0.1}, "split_seed": 0,
+                "train_seed": 0,
+                "training": {"rounds": 2, "model": "cnn", "device": "cpu", "batch_size": 16}}
+    outs = []
+    for threads in (1, 2):
+        out = tmp_path / f"run{threads}.parquet"
+        assert main(["train", "--spec", json.dumps(run_spec), "--data", str(digits),
+                     "--partition", str(part), "--out", str(out), "--threads",
+                     str(threads)]) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
