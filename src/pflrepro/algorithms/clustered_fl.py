@@ -93,22 +93,21 @@ class ClusteredFL(Algorithm):
         cluster = state["cluster"].clone()
         models = state["models"]
         losses = np.full(k_all, np.nan)
-        deltas: dict[str, torch.Tensor] = {n: torch.zeros(k_all, *v.shape[1:], dtype=v.dtype,
-                                                         device=v.device)
-                                           for n, v in models.items()}
-
-        def client(k: int) -> None:
-            start = e.take(models, int(cluster[k]))
-            params, opt, losses[k] = e.local_train(start, e.take(state["opt"], k), k, rnd)
-            e.put(deltas, k, {n: params[n] - start[n] for n in start})
-            e.put(state["opt"], k, opt)
-
         if e.batch_clients:  # all clients in one pass (on CUDA), each from its cluster's model
             start = {n: v[cluster.to(v.device)] for n, v in models.items()}
             trained, state["opt"], losses = e.train_clients(start, state["opt"],
                                                             list(range(k_all)), rnd)
             deltas = {n: trained[n] - start[n] for n in start}
         else:
+            deltas = {n: torch.zeros(k_all, *v.shape[1:], dtype=v.dtype, device=v.device)
+                      for n, v in models.items()}
+
+            def client(k: int) -> None:
+                start = e.take(models, int(cluster[k]))
+                params, opt, losses[k] = e.local_train(start, e.take(state["opt"], k), k, rnd)
+                e.put(deltas, k, {n: params[n] - start[n] for n in start})
+                e.put(state["opt"], k, opt)
+
             e.run_clients(client, range(k_all))
         updates = torch.stack([flatten(e.take(deltas, k)) for k in range(k_all)]).cpu()
         sizes = e.train_sizes().cpu()

@@ -77,44 +77,43 @@ class Scaffold(Algorithm):
         """Corrected local SGD per client, option II controls, uniform server step."""
         e = self.engine
         x, c = state["global"], state["control"]
-        lr = e.optimizer.lr
+        ks = list(range(e.num_clients))
         if e.batch_clients:  # all clients in one pass (on CUDA), gradients + c − c_i
-            ks = list(range(e.num_clients))
-            c_i = state["client_control"]
+            c_all = state["client_control"]
             y, _, losses = e.train_clients(
                 e.stack(x, e.num_clients), e.stack(e.init_opt(x), e.num_clients), ks, rnd,
-                offset={k: c[k] - c_i[k] for k in x})
-            scale = torch.tensor([e.steps_per_round(i) * lr for i in ks], device=e.device)
-            c_new = {k: c_i[k] - c[k] + (x[k] - y[k]) / scale.view(-1, *[1] * x[k].dim())
-                     for k in x}
-            delta_y = {k: y[k] - x[k] for k in x}
-            delta_c = {k: c_new[k] - c_i[k] for k in x}
-            state["client_control"] = c_new
-            return self._server(state, delta_y, delta_c), losses
+                offset={k: c[k] - c_all[k] for k in x})
+        else:
+            losses = np.full(e.num_clients, np.nan)
+            y = e.stack(x, e.num_clients)  # y_i, client i's local model, row by row
 
-        losses = np.full(e.num_clients, np.nan)
-        delta_y = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
-        delta_c = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
+            def client(i: int) -> None:
+                c_i = e.take(state["client_control"], i)
+                y_i, _, losses[i] = e.local_train(x, e.init_opt(x), i, rnd,
+                                                  grad_hook=control_hook(c, c_i))
+                e.put(y, i, y_i)
 
-        def client(i: int) -> None:
-            c_i = {k: v.clone() for k, v in e.take(state["client_control"], i).items()}
-            steps = e.steps_per_round(i)
-            y, _, losses[i] = e.local_train(x, e.init_opt(x), i, rnd, steps=steps,
-                                            grad_hook=control_hook(c, c_i))
-            c_new = {k: c_i[k] - c[k] + (x[k] - y[k]) / (steps * lr) for k in x}
-            e.put(delta_y, i, {k: y[k] - x[k] for k in x})
-            e.put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
-            e.put(state["client_control"], i, c_new)
+            e.run_clients(client, ks)
+        return self._server(state, y), losses
 
-        e.run_clients(client, range(e.num_clients))
-        return self._server(state, delta_y, delta_c), losses
+    def _server(self, state: State, y: Params) -> State:
+        """Option II controls c_i⁺ from the local models ``y`` (stacked), then the server step.
 
-    def _server(self, state: State, delta_y: Params, delta_c: Params) -> State:
-        """The server step: x ← x + η_g · mean_i Δy_i, c ← c + mean_i Δc_i (uniform)."""
+        c_i⁺ = c_i − c + (x − y_i) / (K_i η_l); x ← x + η_g · mean_i(y_i − x) and
+        c ← c + mean_i(c_i⁺ − c_i), uniform over clients.
+        """
         e = self.engine
         x, c = state["global"], state["control"]
+        lr = e.optimizer.lr
+        delta_c = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
+        for i in range(e.num_clients):
+            c_i = e.take(state["client_control"], i)
+            c_new = {k: c_i[k] - c[k] + (x[k] - y[k][i]) / (e.steps_per_round(i) * lr)
+                     for k in x}
+            e.put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
+            e.put(state["client_control"], i, c_new)
         uniform = torch.ones(e.num_clients, device=e.device)
-        mean_dy = e.weighted_mean(delta_y, uniform)
+        mean_dy = e.weighted_mean({k: y[k] - x[k] for k in x}, uniform)
         mean_dc = e.weighted_mean(delta_c, uniform)
         state["global"] = {k: x[k] + self.hp.server_lr * mean_dy[k] for k in x}
         state["control"] = {k: c[k] + mean_dc[k] for k in c}
