@@ -31,6 +31,7 @@ localrules:
     plot_weights,
     plot_client_accuracy,
     plot_client_weights,
+    plot_distances,
 
 
 rule all:

@@ -3,8 +3,9 @@
 Three places evaluate many (model, data set) pairs every round:
 
 * **FedeRiCo's loss table**: ℓ_ij, the mean loss of client j's model on client i's
-  training set, for all pairs (the all-to-all pass before round 1; later rounds
-  refresh M+1 entries per client) -- ``FedeRiCo._losses``;
+  training set (``estep_loss: mean``; the default sum is n_i times it), for all
+  pairs (the all-to-all pass before round 1; later rounds refresh M+1 entries per
+  client) -- ``FedeRiCo._losses``;
 * **FedFomo's validation losses**: every downloaded model on each client's
   validation split -- ``FedFomo.val_loss``;
 * **FedEM's E-step**: every component's per-sample loss on each client's training
@@ -65,7 +66,7 @@ def build(clients: int, n_train: int, components: int, arch: str, workers: int,
                          device="cpu")
     engine = Engine(data, cfg, seed, IN_SHAPE, torch.device("cpu"), workers=workers)
     algs = {}
-    for name, params in (("federico", {}), ("fedfomo", {}),
+    for name, params in (("federico", {"estep_loss": "mean"}), ("fedfomo", {}),
                          ("fedem", {"components": components})):
         cls = get_algorithm(name)
         algs[name] = cls(engine, parse_hyper(cls, params))

@@ -10,6 +10,8 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
     pflrepro plot      accuracy|weights --aggregate AGG.parquet --pdf F.pdf --png F.png
     pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
+    pflrepro claims    --claims config/claims.yaml --scale cpu --aggregate AGG.parquet ...
+                       --md C.md --csv C.csv
     pflrepro schema    [--write]
 """
 
@@ -78,8 +80,15 @@ def _partition_stats(args: argparse.Namespace) -> None:
     lines = [f"# Partition statistics: {Path(args.partition).parent.name}, "
              f"{Path(args.partition).stem}", "",
              "| statistic | value |", "|:--|--:|"]
-    lines += [f"| {k} | {v} |" for k, v in summary.items()]
+    lines += [f"| {k} | {_summary_value(v)} |" for k, v in summary.items()]
     write_text(args.md, "\n".join(lines) + "\n")
+
+
+def _summary_value(value: Any) -> str:
+    """A summary value for a Markdown cell; ``{0: 3, 1: 5}`` becomes ``0: 3, 1: 5``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)
 
 
 def _public(args: argparse.Namespace) -> None:
@@ -189,8 +198,25 @@ def _plot(args: argparse.Namespace) -> None:
     elif args.kind == "client-weights":
         plots.plot_client_weights_over_rounds(agg, args.pdf, args.png, client=args.client,
                                               methods_order=order, labels=labels)
+    elif args.kind == "distances":
+        from pflrepro.reporting.distances import plot_distances
+
+        plot_distances(agg, args.pdf, args.png, methods_order=order, labels=labels)
     else:  # argparse restricts the choices; kept for type checkers
         raise ValueError(f"unknown plot kind {args.kind!r}")
+
+
+def _claims(args: argparse.Namespace) -> None:
+    from pflrepro.reporting.claims import evaluate_claims, load_claims, write_claims
+
+    claims = load_claims(args.claims)
+    agg = _read_aggregates(args.aggregate) if args.aggregate else None
+    labels, experiment_labels = _labels(args.labels)
+    frame = evaluate_claims(claims, agg, args.scale, labels=labels,
+                            experiment_labels=experiment_labels)
+    write_claims(frame, args.md, args.csv, scale=args.scale)
+    counts = frame["status"].value_counts().to_dict()
+    log.info("claims (%s scale): %s -> %s, %s", args.scale, counts, args.md, args.csv)
 
 
 def _schema(args: argparse.Namespace) -> None:
@@ -276,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
     p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
-                                    "client-weights", "labels"])
+                                    "client-weights", "distances", "labels"])
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--client", type=int, default=0, help="client of the client-* figures")
@@ -288,6 +314,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="federico", help="method whose weights to draw")
     p.add_argument("--methods", nargs="*", help="legend order")
     p.set_defaults(func=_plot)
+
+    p = sub.add_parser("claims", help="check the papers' claims against aggregates")
+    p.add_argument("--claims", required=True, help="claims file (config/claims.yaml)")
+    p.add_argument("--scale", required=True, choices=["paper", "cpu"],
+                   help="whose experiments the claims are checked on")
+    p.add_argument("--aggregate", nargs="*", default=[],
+                   help="aggregated runs (none: every claim is missing)")
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.set_defaults(func=_claims)
 
     p = sub.add_parser("schema", help="print or write the config schema")
     p.add_argument("--write", action="store_true")

@@ -8,7 +8,6 @@ partition parameters). Every error names the offending key.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import hashlib
@@ -19,14 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from pflrepro.algorithms.registry import algorithm_info, parse_hyper
+from pflrepro.codedigest import digest_files, import_closure, module_file
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.training import TrainingConfig
 
 SCALES = ("paper", "cpu")
-FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights")
+FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights", "distances")
 TABLE_METRICS = ("weighted_final", "mean_bmta")
+#: How an experiment combines its split seeds and training seeds (see
+#: :meth:`ExperimentConfig.seed_pairs`).
+SEED_PAIRINGS = ("grid", "paired")
 
 #: Resources of a training job unless an experiment says otherwise.
 DEFAULT_RESOURCES: Mapping[str, int] = {"gpu": 0, "mem_mb": 4000, "runtime": 60}
@@ -61,7 +64,11 @@ class PublicConfig:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """A grid: one data set × partitions × methods × split seeds × training seeds."""
+    """A grid: one data set × partitions × methods × (split seed, training seed) pairs.
+
+    The pairs are every split seed with every training seed (``seed_pairing:
+    grid``) or the i-th split seed with the i-th training seed (``paired``).
+    """
 
     name: str
     description: str
@@ -78,6 +85,29 @@ class ExperimentConfig:
     focus_client: int = 0
     partition_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     public: PublicConfig | None = None
+    seed_pairing: str = "grid"
+
+    def __post_init__(self) -> None:
+        where = f"experiments.{self.name}"
+        if self.seed_pairing not in SEED_PAIRINGS:
+            raise ConfigError(f"{where}.seed_pairing: {self.seed_pairing!r} is not one of "
+                              f"{list(SEED_PAIRINGS)}")
+        if self.seed_pairing == "paired" and len(self.split_seeds) != len(self.train_seeds):
+            raise ConfigError(
+                f"{where}: seed_pairing 'paired' runs the i-th of split_seeds with the i-th "
+                f"of train_seeds, so they need equal lengths; got {len(self.split_seeds)} "
+                f"split_seeds {list(self.split_seeds)} and {len(self.train_seeds)} "
+                f"train_seeds {list(self.train_seeds)}")
+
+    def seed_pairs(self) -> tuple[tuple[int, int], ...]:
+        """The (split seed, training seed) of every run, split seeds outermost.
+
+        ``grid``: every split seed with every training seed; ``paired``:
+        ``zip(split_seeds, train_seeds)`` (one training seed per split).
+        """
+        if self.seed_pairing == "paired":
+            return tuple(zip(self.split_seeds, self.train_seeds, strict=True))
+        return tuple((split, seed) for split in self.split_seeds for seed in self.train_seeds)
 
     def partition(self, partition_id: str) -> Partitioner:
         """The partitioner with id ``partition_id``."""
@@ -126,9 +156,8 @@ class WorkflowConfig:
             for m in exp.methods:
                 if method is not None and m != method:
                     continue
-                for split in exp.split_seeds:
-                    for seed in exp.train_seeds:
-                        yield RunKey(experiment, p.id, m, split, seed)
+                for split, seed in exp.seed_pairs():
+                    yield RunKey(experiment, p.id, m, split, seed)
 
     def partitions(self) -> Iterator[tuple[str, str, int]]:
         """Every (dataset, partition id, split seed) any experiment needs, once."""
@@ -153,9 +182,9 @@ class WorkflowConfig:
     def run_spec(self, key: RunKey) -> dict[str, Any]:
         """The JSON-able spec of one training job: all that determines its numbers.
 
-        ``code`` is a digest of the training code this job runs (its algorithm's
-        module and the shared engine), so editing one method's file reruns only
-        that method's jobs.
+        ``code`` is a digest of the source files this job runs (:func:`code_digest`:
+        the modules the training entry imports, and its algorithm's module with what
+        that imports), so editing one method's file reruns only that method's jobs.
         """
         exp = self.experiments[key.experiment]
         method = self.methods[key.method]
@@ -168,45 +197,65 @@ class WorkflowConfig:
         }
 
 
-#: Modules every training job runs, besides its algorithm's own file.
-TRAINING_CORE = ("engine.py", "optim.py", "run.py", "training.py", "seeding.py", "results.py",
-                 "algorithms/base.py", "algorithms/registry.py", "models/__init__.py",
-                 "models/nets.py", "data/store.py", "data/partition.py")
+#: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
+#: code is these modules and all they import (:func:`training_files`).
+TRAINING_ENTRIES = ("pflrepro.run", "pflrepro.checkpoint", "pflrepro.io")
 _ROOT = Path(__file__).resolve().parent
+#: The directory holding the ``pflrepro`` package (``src``).
+_SRC = _ROOT.parent
 
 
 @functools.cache
-def code_digest(algorithm: str) -> str:
-    """SHA-256 (first 16 hex digits) over the training core and ``algorithm``'s module.
+def training_core(src: Path = _SRC) -> tuple[Path, ...]:
+    """The files every training job runs, whatever its algorithm (sorted).
 
-    An algorithm that builds on another (FedAvg+ on FedAvg) includes the files of the
-    algorithm modules it imports. Found from the source, without importing it (no
-    torch); computed once per process (the workflow asks once per training job).
+    The static import closure (:func:`pflrepro.codedigest.import_closure`) of
+    :data:`TRAINING_ENTRIES`. An algorithm's module is not in it: a job imports that
+    by name (:func:`pflrepro.algorithms.base.get_algorithm`), which no static reading
+    sees, so :func:`training_files` adds it per algorithm. Reporting code is not in it
+    either, since the training entry does not import it. Computed once per process.
     """
-    files = [_ROOT / f for f in TRAINING_CORE]
-    for path in _algorithm_files(algorithm_info(algorithm).module):
-        if path not in files:
-            files.append(path)
-    return _digest(files)
+    return tuple(_core_closure(src).values())
 
 
-def _algorithm_files(module: str) -> list[Path]:
-    """``module``'s file, then those of the algorithm modules it imports, recursively."""
-    shared = {"pflrepro.algorithms.base", "pflrepro.algorithms.registry"}
-    files: list[Path] = []
-    todo = [module]
-    while todo:
-        mod = todo.pop(0)
-        path = _ROOT.joinpath(*mod.split(".")[1:]).with_suffix(".py")
-        if path in files:
-            continue
-        files.append(path)
-        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            todo += [n for n in names
-                     if n.startswith("pflrepro.algorithms.") and n not in shared]
-    return files
+@functools.cache
+def _core_closure(src: Path) -> dict[str, Path]:
+    return import_closure(src, TRAINING_ENTRIES)
+
+
+def _algorithm_files(module: str, src: Path = _SRC) -> list[Path]:
+    """The files algorithm module ``module`` adds to :func:`training_core`.
+
+    Its own file first, then, sorted, those of everything it imports beyond the core
+    (e.g. the algorithm modules it builds on).
+    """
+    own = module_file(src, module)
+    if own is None:
+        raise ConfigError(f"algorithm module {module!r}: no such file under {src}")
+    added = import_closure(src, [module], known=_core_closure(src))
+    return [own, *(f for f in added.values() if f != own)]
+
+
+@functools.cache
+def training_files(algorithm: str, src: Path = _SRC) -> tuple[Path, ...]:
+    """Every source file a training job of ``algorithm`` runs, sorted.
+
+    :func:`training_core` plus the closure of the algorithm's module, so editing one
+    algorithm's file (or one it imports: HeurFedAMP builds on FedAMP) changes only the
+    digests of the algorithms that run it. Found from the source without importing
+    it (no torch); computed once per process.
+    """
+    extra = _algorithm_files(algorithm_info(algorithm).module, src)
+    return tuple(sorted({*training_core(src), *extra}))
+
+
+@functools.cache
+def code_digest(algorithm: str, src: Path = _SRC) -> str:
+    """SHA-256 (first 16 hex digits) over :func:`training_files` of ``algorithm``.
+
+    Paths relative to ``src`` and contents (:func:`pflrepro.codedigest.digest_files`).
+    """
+    return digest_files(src, training_files(algorithm, src))
 
 
 def _digest(files: list[Path]) -> str:
@@ -305,6 +354,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             focus_client=int(spec.get("focus_client", 0)),
             partition_labels=labels,
             public=_public(spec.get("public"), f"{where}.public"),
+            seed_pairing=str(spec.get("seed_pairing", "grid")),
         )
         exp = experiments[name]
         clients = min((p.clients for p in exp.partitions), default=0)

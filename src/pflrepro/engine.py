@@ -407,12 +407,18 @@ class Engine:
                                 **dict(self.cfg.model_options))
         return {k: v.detach().to(self.device) for k, v in fresh.named_parameters()}
 
-    def client_init(self) -> dict[str, Params]:
+    def client_init(self, shared: bool = False) -> dict[str, Params]:
         """Per-client models, each from its own seed, and per-client optimiser states.
 
         Returns ``{"params": stacked, "opt": stacked}``; client ``k``'s model is drawn
-        from ``(seed, setup round, k, 'init')``.
+        from ``(seed, setup round, k, 'init')``. With ``shared`` every client starts
+        from one copy of the model :meth:`init_params` draws without a client (FedAvg's
+        global start).
         """
+        if shared:
+            start = self.init_params()
+            return {"params": self.stack(start, self.num_clients),
+                    "opt": self.stack(self.init_opt(start), self.num_clients)}
         per_client = [self.init_params(k) for k in range(self.num_clients)]
         params = {name: torch.stack([p[name] for p in per_client]) for name in per_client[0]}
         opt = self.stack(self.init_opt(per_client[0]), self.num_clients)

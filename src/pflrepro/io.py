@@ -13,12 +13,25 @@ if TYPE_CHECKING:  # only annotations: importing this module needs no pandas
     import pandas as pd
 
 
+def _read_umask() -> int:
+    """The process's umask (read once, at import, by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Outputs get the permissions a plain ``open(path, "w")`` would give them.
+FILE_MODE = 0o666 & ~_read_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     On an exception the temporary file is removed and ``path`` is left untouched,
-    so a failing job never leaves a half-written output behind.
+    so a failing job never leaves a half-written output behind. The output gets the
+    mode a plain ``open`` would give it (:data:`FILE_MODE`), not ``mkstemp``'s 0600,
+    so others on a shared cluster can read the results as usual.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -27,6 +40,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, FILE_MODE)
         os.replace(tmp_path, target)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

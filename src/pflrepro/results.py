@@ -55,6 +55,8 @@ N_TRAIN = "n_train"
 N_TEST = "n_test"
 GROUP = "group"
 WEIGHT = "weight"
+#: Mean squared per-parameter distance ‖w_i − w_j‖²/P between two clients' models.
+MODEL_DISTANCE = "model_distance"
 
 
 @dataclass

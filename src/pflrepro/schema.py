@@ -21,6 +21,7 @@ from pflrepro.config import (
     FIGURE_KINDS,
     RESOURCE_DOCS,
     SCALES,
+    SEED_PAIRINGS,
     TABLE_METRICS,
 )
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
@@ -138,7 +139,9 @@ def _experiment_schema() -> dict[str, Any]:
                         "description": "Figures to build: accuracy vs round; weights (a "
                                        "heatmap per method that learns client weights); "
                                        "client_accuracy and client_weights (one client over "
-                                       "rounds, FedeRiCo Figs. 6c and 7)."},
+                                       "rounds, FedeRiCo Figs. 6c and 7); distances (mean "
+                                       "pairwise model distance over rounds, same-"
+                                       "distribution vs other pairs; FedAMP/HeurFedAMP)."},
             "focus_client": {"type": "integer", "minimum": 0, "default": 0,
                              "description": "The client of the client_* figures."},
             "public": {
@@ -162,7 +165,16 @@ def _experiment_schema() -> dict[str, Any]:
             "methods": {"type": "array", "minItems": 1, "items": {"type": "string"},
                         "description": "Names of method variants defined under 'methods'."},
             "split_seeds": {**seeds, "description": "Seeds of the data splits (partitions)."},
-            "train_seeds": {**seeds, "description": "Training seeds run on every split."},
+            "train_seeds": {**seeds, "description": "Training seeds: run on every split "
+                                                    "(seed_pairing grid), or the i-th on the "
+                                                    "i-th split (paired)."},
+            "seed_pairing": {"type": "string", "enum": list(SEED_PAIRINGS), "default": "grid",
+                             "description": "How split and training seeds combine into runs: "
+                                            "'grid' runs every split seed with every training "
+                                            "seed; 'paired' runs zip(split_seeds, "
+                                            "train_seeds), one training seed per split "
+                                            "(FedeRiCo's CIFAR-100 and Office-Home design); "
+                                            "the two lists then need equal lengths."},
             "training": {"$ref": "#/$defs/training",
                          "description": "Overrides of the top-level training defaults."},
             "resources": {

@@ -1,38 +1,105 @@
 """Adapters between the parsed config and Snakemake: paths, targets and job parameters.
 
 The rule files call these functions and hold no logic of their own. Every path
-pattern lives here once, as a constant the rules use for their outputs.
+pattern lives here once, as a constant the rules use for their inputs, outputs and
+benchmarks (:func:`pattern` fills a pattern's fixed parts, e.g. a figure's ``ext``, and
+leaves its wildcards). Log paths are written in the rules: each belongs to one rule and
+nothing else reads it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import RunKey, WorkflowConfig, canonical_json, partition_code_digest
 from pflrepro.data.datasets import DATASETS
 
-DATA_META = "results/data/{dataset}/meta.json"
+if TYPE_CHECKING:
+    from pflrepro.reporting.claims import Claim
+
+
+
+def pattern(template: str, **fields: object) -> str:
+    """``template`` with the named ``{fields}`` filled in and every other ``{...}`` kept.
+
+    Unlike ``str.format`` it leaves the fields it is not given (Snakemake wildcards)
+    as they are, e.g. ``pattern(FIGURE, kind="accuracy", ext="pdf")`` is
+    ``"figures/{experiment}-accuracy.pdf"``. Values go in verbatim, so a value
+    ``"{table}"`` renames a wildcard. A name that is not a plain field of ``template``
+    (``{name}``, not ``{name,regex}``) raises ``KeyError``: a typo would otherwise
+    leave the pattern unchanged.
+    """
+    out: list[str] = []
+    used: set[str] = set()
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field is None:
+            continue
+        if field in fields and not spec and conversion is None:
+            out.append(str(fields[field]))
+            used.add(field)
+        else:
+            out.append("{" + field + (f"!{conversion}" if conversion else "")
+                       + (f":{spec}" if spec else "") + "}")
+    unknown = sorted(set(fields) - used)
+    if unknown:
+        raise KeyError(f"{unknown} not plain fields of the pattern {template!r}")
+    return "".join(out)
+
+
+DATA_DIR = "results/data/{dataset}"
+DATA_META = DATA_DIR + "/meta.json"
+DATA_X = DATA_DIR + "/x.npy"
+DATA_Y = DATA_DIR + "/y.npy"
 PARTITION = "results/partitions/{dataset}/{partition}/split{split}.parquet"
 RUN = "results/runs/{experiment}/{partition}/{method}/split{split}-seed{seed}.parquet"
+#: Time and memory of each train job (Snakemake's ``benchmark``).
+BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
+             "split{split}-seed{seed}.tsv")
 METHOD_AGGREGATE = "results/aggregate/{experiment}/{method}.parquet"
 AGGREGATE = "results/aggregate/{experiment}.parquet"
 TABLE = "results/tables/{experiment}.{ext}"
+#: A combined table of the config's ``tables`` (the ``table`` wildcard).
+COMBINED_TABLE = pattern(TABLE, experiment="{table}")
 FIGURE = "figures/{experiment}-{kind}.{ext}"
+#: FIGURE's ``kind`` for each name an experiment's ``figures`` list may hold
+#: (``pflrepro.config.FIGURE_KINDS``); ``{method}`` and ``{client}`` are filled per
+#: figure here and are wildcards of the plot rules.
+FIGURE_KIND_PATTERNS: Mapping[str, str] = {
+    "accuracy": "accuracy",
+    "weights": "weights-{method}",
+    "client_accuracy": "client{client}-accuracy",
+    "client_weights": "client{client}-weights",
+    "distances": "distances",
+}
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
 PUBLIC = "results/public/{dataset}/{partition}/split{split}-{source}{size}.parquet"
+#: The claims file, relative to the Snakefile's directory (not the working directory).
+CLAIMS_FILE = "config/claims.yaml"
+CLAIMS_TABLE = pattern(TABLE, experiment="{claims}")
+#: The claims table of each scale (the ``claims`` wildcard), e.g. ``claims_cpu``.
+CLAIMS_TABLES: Mapping[str, str] = {"paper": "claims", "cpu": "claims_cpu"}
 
 #: Algorithms that learn pairwise weights (client-client or client-component) and log
 #: them as ``weight`` rows: each gets a heatmap figure.
 WEIGHTED_ALGORITHMS = ("federico", "fedem", "fedfomo", "fedamp", "heurfedamp")
+#: Algorithms that log pairwise model distances (``model_distance`` rows).
+DISTANCE_ALGORITHMS = ("fedamp", "heurfedamp")
 
 
 def alternation(names: Iterable[str]) -> str:
     """Regex matching exactly one of ``names`` (for wildcard constraints)."""
     names = sorted(names, key=len, reverse=True)
     return "|".join(re.escape(n) for n in names) if names else r"(?!)"
+
+
+def figure_pattern(figure: str, ext: str) -> str:
+    """A plot rule's output: the ``ext`` file of ``figures`` entry ``figure``, wildcards kept."""
+    return pattern(FIGURE, kind=FIGURE_KIND_PATTERNS[figure], ext=ext)
 
 
 def dataset_names() -> list[str]:
@@ -61,14 +128,18 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
     weighted = weighted_methods(cfg, experiment)
     kinds: list[str] = []
     for figure in exp.figures:
-        if figure == "accuracy":
-            kinds.append("accuracy")
-        elif figure == "weights":
-            kinds += [f"weights-{m}" for m in weighted]
-        elif figure == "client_accuracy":
-            kinds.append(f"client{exp.focus_client}-accuracy")
-        elif figure == "client_weights" and weighted:
-            kinds.append(f"client{exp.focus_client}-weights")
+        kind = FIGURE_KIND_PATTERNS[figure]
+        if figure == "weights":
+            kinds += [pattern(kind, method=m) for m in weighted]
+        elif figure == "client_accuracy" or (figure == "client_weights" and weighted):
+            kinds.append(pattern(kind, client=exp.focus_client))
+        elif figure == "distances" and not any(
+                cfg.methods[m].algorithm in DISTANCE_ALGORITHMS for m in exp.methods):
+            raise ValueError(f"experiment {experiment!r} asks for the 'distances' figure "
+                             f"but none of its methods logs model distances "
+                             f"(algorithms {list(DISTANCE_ALGORITHMS)})")
+        elif figure in ("accuracy", "distances"):
+            kinds.append(kind)
     return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
             for k in kinds for ext in ("pdf", "png")]
 
@@ -96,18 +167,57 @@ def partition_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[s
     return list(dict.fromkeys(out))
 
 
-def all_targets(cfg: WorkflowConfig) -> list[str]:
+def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> list[str]:
     """Everything of the selected scale.
 
-    That is the experiments' tables and figures, the combined tables, and every
-    partition's report.
+    That is the experiments' tables and figures, the combined tables, every
+    partition's report, and the claims table (:func:`claims_targets`) when
+    ``claims`` are given.
     """
     chosen = [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
     out = [t for name in chosen for t in experiment_targets(cfg, name)]
     for name, table in cfg.tables.items():
         if table.scale == cfg.scale:
-            out += [TABLE.format(experiment=name, ext=ext) for ext in ("md", "tex", "csv")]
-    return out + partition_targets(cfg, chosen)
+            out += [COMBINED_TABLE.format(table=name, ext=ext) for ext in ("md", "tex", "csv")]
+    out += partition_targets(cfg, chosen)
+    return out + (claims_targets(cfg, claims) if claims is not None else [])
+
+
+def claims_scale(name: str) -> str:
+    """The scale whose claims table is ``name`` (the ``claims`` wildcard)."""
+    for scale, table in CLAIMS_TABLES.items():
+        if table == name:
+            return scale
+    raise ValueError(f"unknown claims table {name!r}; expected one of "
+                     f"{sorted(CLAIMS_TABLES.values())}")
+
+
+def claims_experiments(cfg: WorkflowConfig, claims: Sequence[Claim], name: str) -> list[str]:
+    """Experiments of the config that the claims table ``name`` reads (others: missing)."""
+    from pflrepro.reporting.claims import claim_experiments
+
+    return [e for e in claim_experiments(claims, claims_scale(name)) if e in cfg.experiments]
+
+
+def claims_inputs(cfg: WorkflowConfig, claims: Sequence[Claim], name: str) -> list[str]:
+    """Aggregates of the experiments the claims table ``name`` reads."""
+    return [AGGREGATE.format(experiment=e) for e in claims_experiments(cfg, claims, name)]
+
+
+def claims_targets(cfg: WorkflowConfig, claims: Sequence[Claim]) -> list[str]:
+    """The claims table of the selected scale, if the config has an experiment it reads.
+
+    Raises ``ValueError`` when an experiment or table is named like a claims table
+    (their outputs would collide).
+    """
+    clash = sorted(set(CLAIMS_TABLES.values()) & (set(cfg.experiments) | set(cfg.tables)))
+    if clash:
+        raise ValueError(f"experiment or table name(s) {clash} are reserved for the claims "
+                         "tables; rename them")
+    name = CLAIMS_TABLES[cfg.scale]
+    if not claims_experiments(cfg, claims, name):
+        return []
+    return [CLAIMS_TABLE.format(claims=name, ext=ext) for ext in ("md", "csv")]
 
 
 def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:

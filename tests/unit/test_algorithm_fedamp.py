@@ -76,6 +76,26 @@ def test_attention_by_hand():
     torch.testing.assert_close(xi2[off_mask], 0.5 * xi[off_mask])
 
 
+def test_per_parameter_distance_by_hand():
+    # distance 'mean': x = ‖w_i − w_j‖² / P. w0 = (0, 0), w1 = (2, 0): ‖·‖² = 4, P = 2, x = 2
+    flat = torch.tensor([[0.0, 0.0], [2.0, 0.0]], dtype=torch.float64)
+    xi = fedamp_attention(flat, alpha=0.5, sigma=2.0, per_parameter=True)
+    a = 0.5 * math.exp(-2 / 2) / 2
+    torch.testing.assert_close(xi, torch.tensor([[1 - a, a], [a, 1 - a]], dtype=torch.float64))
+
+
+def test_per_parameter_sigma_does_not_change_with_model_size():
+    # the same models written twice over (P -> 2P, ‖·‖² doubles): equal ξ per parameter,
+    # different ξ with the paper's total distance
+    gen = torch.Generator().manual_seed(0)
+    flat = torch.randn(4, 5, generator=gen, dtype=torch.float64) * 0.1
+    twice = torch.cat([flat, flat], dim=1)
+    mean = [fedamp_attention(f, 0.01, 0.05, per_parameter=True) for f in (flat, twice)]
+    torch.testing.assert_close(mean[0], mean[1])
+    total = [fedamp_attention(f, 0.01, 0.5) for f in (flat, twice)]
+    assert not torch.allclose(total[0], total[1])
+
+
 def test_distance_is_over_all_parameters():
     e, _ = _alg()
     params = e.client_init()["params"]
@@ -175,8 +195,23 @@ def test_cloud_models_are_attention_mixtures():
 # ---------------------------------------------------------------------- state / predict / record
 
 
-def test_init_clients_own_models():
+def test_init_one_shared_model():
+    # default (reference implementations): every client starts from the same seeded model
     e, alg = _alg()
+    state = alg.init()
+    for k in range(3):
+        assert_params_close(e.take(state["params"], k), e.init_params(), atol=0, rtol=0)
+    assert torch.isnan(state["xi"]).all()
+    # so the first round's ξ is the zero-distance one: every peer α/σ
+    hp = alg.hp
+    xi = alg.attention(flatten(state["params"]))
+    off = ~torch.eye(3, dtype=torch.bool)
+    torch.testing.assert_close(xi[off], torch.full((6,), hp.alpha / hp.sigma,
+                                                     dtype=torch.float64))
+
+
+def test_init_clients_own_models():
+    e, alg = _alg({"init": "independent"})
     state = alg.init()
     for k in range(3):
         assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
@@ -196,18 +231,25 @@ def test_predict_is_own_model():
 
 
 def test_record_logs_xi_used_in_round():
-    e, alg = _alg({"sigma": 4.0, "alpha": 1.0}, lr=0.5)
+    e, alg = _alg({"sigma": 4.0, "alpha": 1.0, "distance": "sum", "init": "independent"},
+                  lr=0.5)
     state = alg.init()
     xi1 = fedamp_attention(flatten(state["params"]), 1.0, 4.0)
     state, _ = alg.round(state, 1)
-    xi2 = fedamp_attention(flatten(state["params"]), 1.0, 4.0)
+    flat = flatten(state["params"])
+    xi2 = fedamp_attention(flat, 1.0, 4.0)
     state, _ = alg.round(state, 2)
     log = R.MetricLog()
     alg.record(state, 2, log)
-    assert set(log.metrics) == {R.WEIGHT} and set(log.rounds) == {2}
-    assert list(zip(log.clients, log.peers, strict=True)) == \
+    assert set(log.metrics) == {R.WEIGHT, R.MODEL_DISTANCE} and set(log.rounds) == {2}
+    metrics = np.array(log.metrics)
+    pairs = list(zip(log.clients, log.peers, strict=True))
+    assert [p for p, m in zip(pairs, metrics, strict=True) if m == R.WEIGHT] == \
         [(i, j) for i in range(3) for j in range(3)]
-    matrix = np.array(log.values).reshape(3, 3)
+    # the distances ξ came from, per parameter (whatever `distance` is)
+    dist = np.array(log.values)[metrics == R.MODEL_DISTANCE].reshape(3, 3)
+    np.testing.assert_allclose(dist, (squared_distances(flat) / flat.shape[1]).numpy())
+    matrix = np.array(log.values)[metrics == R.WEIGHT].reshape(3, 3)
     np.testing.assert_allclose(matrix, xi2.numpy())
     np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
     assert not np.allclose(matrix, xi1.numpy())
@@ -239,7 +281,8 @@ def test_deterministic_and_checkpointable():
 
 
 def test_parse_hyper_defaults_and_coercion():
-    assert parse_hyper(FedAMP, {}) == FedAMPHyper(lam=1.0, sigma=100.0, alpha=1.0)
+    assert parse_hyper(FedAMP, {}) == FedAMPHyper(lam=1e-7, sigma=1e-5, alpha=1e-7,
+                                                  distance="mean", init="shared")
     hp = parse_hyper(FedAMP, {"lam": 0, "sigma": 3, "alpha": 2})
     assert hp.sigma == 3.0 and isinstance(hp.sigma, float) and hp.lam == 0.0
 

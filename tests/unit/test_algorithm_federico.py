@@ -21,6 +21,8 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
+#: Our former default, kept as a named variant: per-sample mean losses, an epoch of M-steps.
+FORMER = {"estep_loss": "mean", "mstep": "epoch"}
 
 
 def _alg(params=None, data=None, seed=0, **training):
@@ -121,8 +123,27 @@ def test_neighbours_deterministic_per_seed_and_round():
 # ---------------------------------------------------------------------- init / E-step
 
 
-def test_init_table_is_all_to_all_losses():
+def test_init_table_is_all_to_all_summed_losses():
+    # eq. 3: ℓ_ij = Σ_{s ∈ D_i} ℓ(φ_j; x_s, y_s) = n_i · mean loss
     e, alg = _alg()
+    state = alg.init()
+    expected = _mean_losses(e, state["params"], [(i, j) for i in range(4) for j in range(4)])
+    for (i, j), value in expected.items():
+        n_i = SIZES4["n_train"][i]
+        assert float(state["table"][i, j]) == pytest.approx(n_i * value, rel=1e-6)
+    torch.testing.assert_close(state["weights"], torch.softmax(-state["table"], dim=1))
+
+
+def test_summed_loss_sharpens_the_weights():
+    # the same models give far sharper weights with the summed loss than with the mean
+    _, summed = _alg()
+    _, mean = _alg(FORMER)
+    ws, wm = summed.init()["weights"], mean.init()["weights"]
+    assert float(ws.max(1).values.mean()) > float(wm.max(1).values.mean())
+
+
+def test_init_table_is_all_to_all_losses():
+    e, alg = _alg(FORMER)
     state = alg.init()
     for k in range(4):
         assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
@@ -151,7 +172,7 @@ def test_weights_softmax_by_hand():
 def test_ema_updates_refreshed_entries_only():
     # K = 4, M = 1: each row refreshes 2 entries (itself and one neighbour), keeps 2
     beta = 0.6
-    e, alg = _alg({"neighbors": 1, "beta": beta, "epsilon": 0.3}, lr=0.5)
+    e, alg = _alg({"neighbors": 1, "beta": beta, "epsilon": 0.3, **FORMER}, lr=0.5)
     state, _ = alg.round(alg.init(), 1)
     params1, table1, last1 = clone(state["params"]), state["table"].clone(), state["last"]
     last1 = last1.clone()
@@ -185,7 +206,8 @@ def test_first_round_refresh_keeps_values():
 
 
 def test_beta_one_replaces_refreshed_entries():
-    e, alg = _alg({"neighbors": 3, "beta": 1.0}, lr=0.5)  # M = K - 1: every entry refreshed
+    # M = K - 1: every entry refreshed
+    e, alg = _alg({"neighbors": 3, "beta": 1.0, **FORMER}, lr=0.5)
     state, _ = alg.round(alg.init(), 1)
     params1 = clone(state["params"])
     state, _ = alg.round(state, 2)
@@ -195,7 +217,7 @@ def test_beta_one_replaces_refreshed_entries():
 
 
 def test_accumulative_adds_latest_known_losses():
-    e, alg = _alg({"neighbors": 1, "loss_tracking": "accumulative"}, lr=0.5)
+    e, alg = _alg({"neighbors": 1, "loss_tracking": "accumulative", **FORMER}, lr=0.5)
     state = alg.init()
     table0 = state["table"].clone()
     state, _ = alg.round(state, 1)
@@ -216,28 +238,63 @@ def test_accumulative_adds_latest_known_losses():
 # ---------------------------------------------------------------------- M-step
 
 
+@pytest.mark.parametrize("variant", [{}, FORMER])
+@pytest.mark.parametrize("tracking", ["ema", "accumulative"])
+def test_no_neighbours_is_local_training(variant, tracking):
+    # M = 0 (Fig. 6b): no model ever travels, so each client's weights are one-hot on
+    # itself from the start, and it predicts with its own model alone
+    e, alg = _alg({"neighbors": 0, "loss_tracking": tracking, **variant}, lr=0.5)
+    state = alg.init()
+    eye = torch.eye(4, dtype=torch.float64)
+    torch.testing.assert_close(state["weights"], eye, atol=0, rtol=0)
+    for rnd in (1, 2, 3):
+        state, _ = alg.round(state, rnd)
+        torch.testing.assert_close(state["weights"], eye, atol=0, rtol=0)
+    x = e.data.x[e.data.test[0]]
+    torch.testing.assert_close(alg.predict(state, 0, x, 3),
+                               e.probs(e.take(state["params"], 0), x))
+
+
 def test_mstep_without_neighbours_one_step_by_hand():
-    # M = 0, one local step: φ_k <- φ_k - lr · w_kk · ∇ mean ℓ(φ_k; batch of D_k)
+    # former variant, M = 0, one local step: φ_k <- φ_k - lr · w_kk · ∇ mean ℓ(batch of D_k)
+    # with w_kk = 1 (no other model is ever seen)
     lr = 0.5
-    e, alg = _alg({"neighbors": 0}, lr=lr, local_steps=1)
+    e, alg = _alg({"neighbors": 0, **FORMER}, lr=lr, local_steps=1)
     state = alg.init()
     params0 = clone(state["params"])
     state, losses = alg.round(state, 1)
-    w = state["weights"]
     for k in range(4):
         (batch,) = e.batches(k, 1, f"federico_mstep_{k}", 1)
-        wkk = float(w[k, k])
-        assert 0 < wkk < 1
+        assert float(state["weights"][k, k]) == 1.0
         p0 = e.take(params0, k)
         loss, g = manual_loss_and_grad(p0, e.data.x[batch], e.data.y[batch])
-        expected = {n: p0[n] - lr * wkk * g[n] for n in (W, B)}
+        expected = {n: p0[n] - lr * g[n] for n in (W, B)}
         assert_params_close(e.take(state["params"], k), expected)
-        # the same through the engine, with sample weights w_kk / len(batch)
-        sw = torch.full((len(batch),), wkk / len(batch))
-        eloss, eg = e.loss_and_grad(p0, batch, sample_weight=sw)
-        assert_params_close(eg, {n: wkk * g[n] for n in g})
-        assert losses[k] == pytest.approx(eloss, rel=1e-5)
-        assert eloss == pytest.approx(wkk * loss, rel=1e-5)
+        assert losses[k] == pytest.approx(loss, rel=1e-5)
+
+
+def test_paper_mstep_is_one_step_on_eq4_by_hand():
+    # mstep 'step': one step per round, whatever the local epochs, along
+    # Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; batch of D_i)  (eq. 4 with its 1/n)
+    lr = 0.3
+    e, alg = _alg({"neighbors": 2, "epsilon": 0.3}, lr=lr, local_epochs=3)
+    state, _ = alg.round(alg.init(), 1)
+    params1 = clone(state["params"])
+    nbrs = alg.neighbours(state["weights"], 2)
+    used = [sorted([i, *nbrs[i]]) for i in range(4)]
+    state, _ = alg.round(state, 2)
+    w = state["weights"].to(torch.float32)
+    n = SIZES4["n_train"]
+    for k in range(4):
+        users = [i for i in range(4) if k in used[i]]
+        p = clone(e.take(params1, k))
+        g = {name: torch.zeros_like(v) for name, v in p.items()}
+        for i in users:
+            (idx,) = e.batches(i, 2, f"federico_mstep_{k}", 1)
+            _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
+            g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
+        expected = {name: p[name] - lr * g[name] for name in p}
+        assert_params_close(e.take(state["params"], k), expected)
 
 
 def _manual_mstep(e, params0, w, used, rnd, lr):
@@ -262,7 +319,7 @@ def _manual_mstep(e, params0, w, used, rnd, lr):
 def test_mstep_weighs_by_how_much_others_use_the_model(m):
     # model k moves along Σ_{i uses k} w_ik ∇ mean ℓ(φ_k; batch of D_i)  (w_ik, not w_ki)
     lr = 0.3
-    e, alg = _alg({"neighbors": m, "epsilon": 0.3}, lr=lr, local_epochs=1)
+    e, alg = _alg({"neighbors": m, "epsilon": 0.3, **FORMER}, lr=lr, local_epochs=1)
     state, _ = alg.round(alg.init(), 1)
     params1 = clone(state["params"])
     nbrs = alg.neighbours(state["weights"], 2)

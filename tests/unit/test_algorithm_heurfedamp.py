@@ -114,7 +114,8 @@ def test_round_is_proximal_sgd_from_cloud_model():
 
 
 def test_full_self_attention_without_pull_is_local_training():
-    e, alg = _alg({"self_attention": 1.0, "lam": 0.0}, lr=0.3)
+    # Local draws a model per client, so start HeurFedAMP that way too
+    e, alg = _alg({"self_attention": 1.0, "lam": 0.0, "init": "independent"}, lr=0.3)
     local = Local(e, parse_hyper(Local, {}))
     sa, sl = alg.init(), local.init()
     for rnd in (1, 2):
@@ -129,8 +130,8 @@ def test_record_logs_rows_summing_to_one():
     state, _ = alg.round(alg.init(), 1)
     log = R.MetricLog()
     alg.record(state, 1, log)
-    matrix = np.array(log.values).reshape(3, 3)
-    assert set(log.metrics) == {R.WEIGHT}
+    assert set(log.metrics) == {R.WEIGHT, R.MODEL_DISTANCE}
+    matrix = np.array(log.values)[np.array(log.metrics) == R.WEIGHT].reshape(3, 3)
     np.testing.assert_allclose(np.diag(matrix), 0.5)
     np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
 

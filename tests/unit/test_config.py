@@ -24,6 +24,51 @@ def test_parse_tiny_config() -> None:
     assert len(list(cfg.partitions())) == 2
 
 
+def paired(split_seeds: list[int], train_seeds: list[int], pairing: str | None = "paired"
+           ) -> dict:
+    raw = copy.deepcopy(TINY)
+    exp = raw["experiments"]["tiny"]
+    exp.update(split_seeds=split_seeds, train_seeds=train_seeds)
+    if pairing is not None:
+        exp["seed_pairing"] = pairing
+    return raw
+
+
+def test_grid_pairing_is_the_default() -> None:
+    cfg = parse(paired([0, 1], [5, 6, 7], pairing=None))
+    exp = cfg.experiments["tiny"]
+    assert exp.seed_pairing == "grid"
+    assert exp.seed_pairs() == ((0, 5), (0, 6), (0, 7), (1, 5), (1, 6), (1, 7))
+    assert parse(paired([0, 1], [5, 6, 7], "grid")).experiments["tiny"] == exp
+
+
+def test_paired_seeds_run_the_zipped_pairs_only() -> None:
+    cfg = parse(paired([0, 1, 2], [3, 4, 5]))
+    exp = cfg.experiments["tiny"]
+    assert exp.seed_pairs() == ((0, 3), (1, 4), (2, 5))
+    pid = exp.partitions[0].id
+    runs = [(k.split, k.seed) for k in cfg.runs("tiny", "federico") if k.partition == pid]
+    assert runs == [(0, 3), (1, 4), (2, 5)]
+    # 2 partitions x 4 methods x 3 pairs (a grid would be 2 x 4 x 9)
+    assert len(list(cfg.runs("tiny"))) == 24
+    # every split seed still gets its partition
+    assert sorted(s for _, _, s in cfg.partitions()) == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize(("split_seeds", "train_seeds"), [([0, 1, 2], [0]), ([0], [0, 1])])
+def test_paired_seeds_need_equal_lengths(split_seeds: list[int], train_seeds: list[int]
+                                         ) -> None:
+    message = (rf"experiments\.tiny: seed_pairing 'paired' .* equal lengths; got "
+               rf"{len(split_seeds)} split_seeds .* and {len(train_seeds)} train_seeds")
+    with pytest.raises(ConfigError, match=message):
+        parse(paired(split_seeds, train_seeds))
+
+
+def test_unknown_seed_pairing_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"experiments\.tiny\.seed_pairing: 'zip'"):
+        parse(paired([0], [0], "zip"))
+
+
 def test_experiment_training_overrides_defaults() -> None:
     raw = copy.deepcopy(TINY)
     raw["experiments"]["tiny"]["training"] = {"rounds": 7}
@@ -84,7 +129,7 @@ def test_duplicate_partition_rejected() -> None:
 
 
 def test_repository_configs_parse() -> None:
-    for path in ("config.yaml", "config/demo.yaml"):
+    for path in ("config.yaml", "config/demo.yaml", "config/convergence_fashion.yaml"):
         cfg = parse(yaml.safe_load((REPO / path).read_text()))
         assert cfg.experiments
 

@@ -1,9 +1,11 @@
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from pflrepro.io import atomic_path, write_parquet, write_text
+from pflrepro.io import FILE_MODE, atomic_path, write_parquet, write_text
 
 
 def test_write_text_creates_parents_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -38,3 +40,14 @@ def test_write_parquet_round_trip(tmp_path: Path) -> None:
     write_parquet(frame, tmp_path / "f.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "f.parquet"), frame,
                                   check_dtype=False)
+
+
+def test_outputs_get_the_umask_mode_not_mkstemps_0600(tmp_path: Path) -> None:
+    mask = os.umask(0)
+    os.umask(mask)
+    assert FILE_MODE == 0o666 & ~mask
+    target = tmp_path / "table.md"
+    write_text(target, "x")
+    assert stat.S_IMODE(target.stat().st_mode) == FILE_MODE
+    write_text(target, "y")  # replacing an output keeps it so
+    assert stat.S_IMODE(target.stat().st_mode) == FILE_MODE

@@ -37,13 +37,14 @@ def test_every_new_field_is_documented(scheme):
     props = schema_properties(cls)
     for name in new:
         assert props[name]["description"] == cls.docs[name]
-        assert props[name]["type"] in ("integer", "number", "array")
+        assert props[name]["type"] in ("integer", "number", "array", "string")
 
 
 def test_id_format():
     assert IIDPartitioner(clients=5).id == "iid-clients5-test_fraction0.2-max_samples0"
     assert (LabelGroupsPartitioner(clients=8, groups=4).id
-            == "label_groups-clients8-test_fraction0.2-max_samples0-groups4-alpha0.0")
+            == "label_groups-clients8-test_fraction0.2-max_samples0-groups4-alpha0.0"
+               "-assignmentrandom")
     assert (DirichletPartitioner(clients=10, alpha=0.01).id
             == "dirichlet-clients10-test_fraction0.2-max_samples0-alpha0.01-min_samples2")
     for scheme, cls in PARTITIONERS.items():
@@ -61,7 +62,7 @@ def test_from_spec_round_trip():
     assert isinstance(p, LabelGroupsPartitioner)
     assert from_spec(p.spec()) == p
     assert p.spec() == {"scheme": "label_groups", "clients": 8, "test_fraction": 0.2,
-                        "max_samples": 0, "groups": 4, "alpha": 0.4}
+                        "max_samples": 0, "groups": 4, "alpha": 0.4, "assignment": "random"}
 
 
 def test_from_spec_unknown_scheme():

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
 from pflrepro.data.partition import PARTITIONERS, from_spec
 from pflrepro.data.stats import partition_stats, summary_stats
 
@@ -32,10 +33,27 @@ def test_partition_stats_by_hand():
 
 def test_summary_by_hand():
     summary = summary_stats(partition_stats(toy_frame(), LABELS, 3))
+    # client 0 in group 1, client 2 in group 0; client 1 has no rows (group -1)
     assert summary == {"clients": 3, "samples_min": 0, "samples_median": 3.0,
                        "samples_max": 4, "labels_min": 0, "labels_median": 2.0,
-                       "labels_max": 2, "empty_clients": 1}
+                       "labels_max": 2, "empty_clients": 1,
+                       "clients_per_group": {0: 1, 1: 1}}
+    per_group = summary.pop("clients_per_group")
     assert all(type(v) in (int, float) for v in summary.values())
+    assert all(type(k) is int and type(v) is int for k, v in per_group.items())
+
+
+def test_clients_per_group_counts_clients_by_hand():
+    # groups 2, 0, 2, 2, -1: group 1 has no client, the last client no distribution
+    per_client = pd.DataFrame({"client": range(5), "group": [2, 0, 2, 2, -1],
+                               "n": [4, 4, 4, 4, 4], "n_labels": [1, 1, 1, 1, 1]})
+    assert summary_stats(per_client)["clients_per_group"] == {0: 1, 1: 0, 2: 3}
+
+
+def test_no_clients_per_group_without_distributions():
+    per_client = pd.DataFrame({"client": range(3), "group": [-1, -1, -1],
+                               "n": [4, 4, 4], "n_labels": [1, 1, 1]})
+    assert "clients_per_group" not in summary_stats(per_client)
 
 
 def test_empty_frame():
@@ -83,3 +101,10 @@ def test_every_scheme_has_no_empty_client(spec):
     assert summary["empty_clients"] == 0
     assert summary["samples_min"] >= 2
     assert summary["clients"] == p.clients
+    has_groups = (frame["group"] >= 0).any()
+    assert ("clients_per_group" in summary) == has_groups
+    if has_groups:  # one count per distribution id, summing to the clients
+        per_group = summary["clients_per_group"]
+        assert list(per_group) == list(range(int(frame["group"].max()) + 1))
+        assert sum(per_group.values()) == p.clients
+        assert per_group == frame.groupby("group")["client"].nunique().to_dict()

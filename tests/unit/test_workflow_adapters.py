@@ -48,6 +48,18 @@ def test_figures_and_scale_select_targets() -> None:
     assert "results/tables/tiny.md" in W.all_targets(parse(raw))
 
 
+def test_distances_figure_needs_a_method_that_logs_distances() -> None:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["methods"]["amp"] = {"algorithm": "fedamp"}
+    raw["experiments"]["tiny"]["methods"] = ["fedavg", "amp"]
+    raw["experiments"]["tiny"]["figures"] = ["distances"]
+    figures = [t for t in W.all_targets(parse(raw)) if t.startswith("figures/tiny")]
+    assert figures == ["figures/tiny-distances.pdf", "figures/tiny-distances.png"]
+    raw["experiments"]["tiny"]["methods"] = ["fedavg"]
+    with pytest.raises(ValueError, match="'distances' figure.*fedamp"):
+        W.all_targets(parse(raw))
+
+
 def test_combined_tables_and_labels() -> None:
     raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
     raw["experiments"]["tiny"]["partitions"][0]["label"] = "two groups"
@@ -73,6 +85,18 @@ def test_run_paths_and_inputs() -> None:
         f"results/partitions/digits/{PID}/split0.parquet"
     assert W.train_resource(CFG, wc, "mem_mb") == 1000
     assert '"algorithm":"federico"' in W.run_spec_json(CFG, wc)
+
+
+def test_paired_seeds_give_one_run_path_per_split() -> None:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["experiments"]["tiny"].update(split_seeds=[0, 1, 2], train_seeds=[0, 1, 2],
+                                      seed_pairing="paired")
+    cfg = parse(raw)
+    paths = [p for p in W.run_paths(cfg, "tiny", "federico") if f"/{PID}/" in p]
+    assert paths == [f"results/runs/tiny/{PID}/federico/split{s}-seed{s}.parquet"
+                     for s in (0, 1, 2)]
+    stats = [t for t in W.all_targets(cfg) if t.endswith("-summary.md") and PID in t]
+    assert stats == [f"results/partitions/digits/{PID}/split{s}-summary.md" for s in (0, 1, 2)]
 
 
 def test_unknown_partition_id_is_an_error() -> None:

@@ -35,7 +35,7 @@ def cpu_scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/federico_table1_cpu.csv")
     methods = {"fedavg", "fedavg_plus", "local", "clustered_fl", "fedem", "fedfomo",
-               "federico"}
+               "federico", "federico_mean"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"federico_table1_cpu_fashion",
                                         "federico_table1_cpu_digits"}
@@ -55,6 +55,7 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     "federico_fig6b_cpu-accuracy",                    # Fig. 6b
     "federico_fig6c_cpu-client0-accuracy",            # Fig. 6c
     "federico_fig6c_cpu-client0-weights",             # Fig. 7
+    "fedamp_practical_fashion_cpu-distances",         # FedAMP model distances
 ])
 def test_every_figure_is_built(cpu_scale: Path, figure: str) -> None:
     for ext in ("pdf", "png"):
@@ -86,3 +87,22 @@ def test_xi_heatmaps_on_the_practical_split(cpu_scale: Path, method: str) -> Non
     for ext in ("pdf", "png"):
         path = cpu_scale / f"figures/fedamp_practical_fashion_cpu-weights-{method}.{ext}"
         assert path.stat().st_size > 0
+
+
+def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
+    from pflrepro.reporting.claims import load_claims, row_keys
+
+    table = pd.read_csv(cpu_scale / "results/tables/claims_cpu.csv", keep_default_na=False)
+    keys = row_keys(load_claims(REPO / "config/claims.yaml"), "cpu")
+    assert list(zip(table["id"], table["experiment"], strict=True)) == keys
+    assert set(table["status"]) <= {"holds", "fails", "missing"}
+    # every claim on an experiment that ran is decided (holds or fails)
+    ran = table[table["experiment"] == "federico_table1_cpu_fashion"]
+    assert (ran["status"] != "missing").all(), ran[["id", "numbers"]]
+    decided = table[table["status"] != "missing"]
+    assert (decided["margin"] != "").all()
+    margin = decided["margin"].astype(float)
+    assert (margin[decided["status"] == "holds"] >= 0).all()
+    assert (margin[decided["status"] == "fails"] <= 0).all()
+    md = (cpu_scale / "results/tables/claims_cpu.md").read_text()
+    assert "federico-best" in md and "cpu scale" in md

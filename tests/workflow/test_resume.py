@@ -26,7 +26,9 @@ pytestmark = pytest.mark.workflow
 
 SPEC = {"experiment": "resume", "dataset": "digits", "partition": "p", "method": "federico",
         "algorithm": "federico", "params": {}, "split_seed": 0, "train_seed": 0,
-        "training": {"rounds": 30, "model": "mlp", "model_options": {"hidden": [32]},
+        # 120 rounds (~4 s of training): the kill, 0-1 s after the first checkpoint,
+        # lands mid-run (FedeRiCo's default M-step is one step per round: fast rounds)
+        "training": {"rounds": 120, "model": "mlp", "model_options": {"hidden": [32]},
                      "device": "cpu", "eval_every": 1}}
 
 
@@ -73,6 +75,9 @@ def test_killed_run_resumes_to_identical_results(inputs: tuple[Path, Path], refe
     stderr = proc.stderr.read().decode() if proc.stderr else ""
     if code == 0:
         pytest.skip("the run finished before the signal arrived")
+    if out.exists():  # killed after writing its output: it must be the complete file
+        assert out.read_bytes() == reference
+        pytest.skip("the run wrote its output before the signal arrived")
     assert not out.exists()  # nothing half-written
     assert ckpt.exists()
     if sig == signal.SIGTERM:

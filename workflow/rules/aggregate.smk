@@ -5,7 +5,7 @@ rule aggregate_method:
     input:
         experiment_runs,
     output:
-        "results/aggregate/{experiment}/{method}.parquet",
+        W.METHOD_AGGREGATE,
     log:
         "logs/aggregate/{experiment}/{method}.log",
     conda:
@@ -18,7 +18,7 @@ rule aggregate_experiment:
     input:
         experiment_method_aggregates,
     output:
-        "results/aggregate/{experiment}.parquet",
+        W.AGGREGATE,
     log:
         "logs/aggregate/{experiment}.log",
     conda:

@@ -4,8 +4,11 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
+import os
+
 import pflrepro.workflow as W
 import pflrepro.config as C
+from pflrepro.reporting.claims import ClaimsError, load_claims
 
 min_version("9.0")
 
@@ -16,6 +19,13 @@ except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
 ENV = "../../environment.yml"
+
+# The papers' claims (config/claims.yaml beside the Snakefile), checked before any job.
+CLAIMS_FILE = os.path.join(workflow.basedir, W.CLAIMS_FILE)
+try:
+    CLAIMS = load_claims(CLAIMS_FILE)
+except ClaimsError as err:
+    raise WorkflowError(f"Invalid claims file: {err}") from None
 
 
 wildcard_constraints:
@@ -29,10 +39,11 @@ wildcard_constraints:
     client=r"\d+",
     source=W.alternation(W.dataset_names()),
     size=r"\d+",
+    claims=W.alternation(W.CLAIMS_TABLES.values()),
 
 
 def all_targets():
-    return W.all_targets(CFG)
+    return W.all_targets(CFG, CLAIMS)
 
 
 def run_spec(wildcards):
@@ -105,3 +116,15 @@ def public_exclude(wildcards, input):
 
 def table_experiments(wildcards):
     return " ".join(CFG.tables[wildcards.table].experiments)
+
+
+def claims_aggregates(wildcards):
+    return W.claims_inputs(CFG, CLAIMS, wildcards.claims)
+
+
+def claims_scale(wildcards):
+    return W.claims_scale(wildcards.claims)
+
+
+def claims_labels(wildcards):
+    return W.display_labels(CFG, W.claims_experiments(CFG, CLAIMS, wildcards.claims))

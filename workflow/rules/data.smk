@@ -3,9 +3,9 @@
 
 rule prepare_data:
     output:
-        meta="results/data/{dataset}/meta.json",
-        x="results/data/{dataset}/x.npy",
-        y="results/data/{dataset}/y.npy",
+        meta=W.DATA_META,
+        x=W.DATA_X,
+        y=W.DATA_Y,
     params:
         mirrors=mirrors,
     log:
@@ -19,9 +19,9 @@ rule prepare_data:
 
 rule partition:
     input:
-        meta="results/data/{dataset}/meta.json",
+        meta=W.DATA_META,
     output:
-        "results/partitions/{dataset}/{partition}/split{split}.parquet",
+        W.PARTITION,
     params:
         spec=partition_spec,
         code=partition_code,
@@ -36,11 +36,11 @@ rule partition:
 
 rule partition_stats:
     input:
-        meta="results/data/{dataset}/meta.json",
-        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+        meta=W.DATA_META,
+        partition=W.PARTITION,
     output:
-        csv="results/partitions/{dataset}/{partition}/split{split}-clients.csv",
-        md="results/partitions/{dataset}/{partition}/split{split}-summary.md",
+        csv=W.pattern(W.PARTITION_STATS, kind="clients.csv"),
+        md=W.pattern(W.PARTITION_STATS, kind="summary.md"),
     log:
         "logs/partition_stats/{dataset}/{partition}/split{split}.log",
     conda:
@@ -52,11 +52,11 @@ rule partition_stats:
 
 rule plot_partition:
     input:
-        meta="results/data/{dataset}/meta.json",
-        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+        meta=W.DATA_META,
+        partition=W.PARTITION,
     output:
-        pdf="figures/partitions/{dataset}/{partition}-split{split}.pdf",
-        png="figures/partitions/{dataset}/{partition}-split{split}.png",
+        pdf=W.pattern(W.PARTITION_FIGURE, ext="pdf"),
+        png=W.pattern(W.PARTITION_FIGURE, ext="png"),
     log:
         "logs/plot_partition/{dataset}/{partition}/split{split}.log",
     conda:
@@ -69,10 +69,10 @@ rule plot_partition:
 
 rule public_set:
     input:
-        meta="results/data/{source}/meta.json",
-        partition="results/partitions/{dataset}/{partition}/split{split}.parquet",
+        meta=W.pattern(W.DATA_META, dataset="{source}"),
+        partition=W.PARTITION,
     output:
-        "results/public/{dataset}/{partition}/split{split}-{source}{size}.parquet",
+        W.PUBLIC,
     params:
         exclude=public_exclude,
     log:

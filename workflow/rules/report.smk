@@ -3,11 +3,11 @@
 
 rule table:
     input:
-        "results/aggregate/{experiment}.parquet",
+        W.AGGREGATE,
     output:
-        md="results/tables/{experiment}.md",
-        tex="results/tables/{experiment}.tex",
-        csv="results/tables/{experiment}.csv",
+        md=W.pattern(W.TABLE, ext="md"),
+        tex=W.pattern(W.TABLE, ext="tex"),
+        csv=W.pattern(W.TABLE, ext="csv"),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -25,9 +25,9 @@ rule table_combined:
     input:
         table_aggregates,
     output:
-        md="results/tables/{table}.md",
-        tex="results/tables/{table}.tex",
-        csv="results/tables/{table}.csv",
+        md=W.pattern(W.COMBINED_TABLE, ext="md"),
+        tex=W.pattern(W.COMBINED_TABLE, ext="tex"),
+        csv=W.pattern(W.COMBINED_TABLE, ext="csv"),
     params:
         methods=table_methods,
         labels=table_labels,
@@ -45,12 +45,33 @@ rule table_combined:
         " --experiments {params.experiments} > {log} 2>&1"
 
 
+rule claims:
+    input:
+        claims=CLAIMS_FILE,
+        aggregates=claims_aggregates,
+    output:
+        md=W.pattern(W.CLAIMS_TABLE, ext="md"),
+        csv=W.pattern(W.CLAIMS_TABLE, ext="csv"),
+    params:
+        scale=claims_scale,
+        labels=claims_labels,
+    log:
+        "logs/claims/{claims}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro claims --claims {input.claims} --scale {params.scale}"
+        " --aggregate {input.aggregates} --labels {params.labels:q}"
+        " --md {output.md} --csv {output.csv} > {log} 2>&1"
+
+
 rule plot_accuracy:
     input:
-        "results/aggregate/{experiment}.parquet",
+        W.AGGREGATE,
     output:
-        pdf="figures/{experiment}-accuracy.pdf",
-        png="figures/{experiment}-accuracy.png",
+        pdf=W.figure_pattern("accuracy", "pdf"),
+        png=W.figure_pattern("accuracy", "png"),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -65,10 +86,10 @@ rule plot_accuracy:
 
 rule plot_weights:
     input:
-        "results/aggregate/{experiment}/{method}.parquet",
+        W.METHOD_AGGREGATE,
     output:
-        pdf="figures/{experiment}-weights-{method}.pdf",
-        png="figures/{experiment}-weights-{method}.png",
+        pdf=W.figure_pattern("weights", "pdf"),
+        png=W.figure_pattern("weights", "png"),
     params:
         labels=experiment_labels,
     log:
@@ -80,12 +101,31 @@ rule plot_weights:
         " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
+rule plot_distances:
+    input:
+        W.AGGREGATE,
+    output:
+        pdf=W.figure_pattern("distances", "pdf"),
+        png=W.figure_pattern("distances", "png"),
+    params:
+        methods=methods_order,
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-distances.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro plot distances --aggregate {input}"
+        " --methods {params.methods} --labels {params.labels:q}"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
 rule plot_client_accuracy:
     input:
-        "results/aggregate/{experiment}.parquet",
+        W.AGGREGATE,
     output:
-        pdf="figures/{experiment}-client{client}-accuracy.pdf",
-        png="figures/{experiment}-client{client}-accuracy.png",
+        pdf=W.figure_pattern("client_accuracy", "pdf"),
+        png=W.figure_pattern("client_accuracy", "png"),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -103,8 +143,8 @@ rule plot_client_weights:
     input:
         weighted_aggregates,
     output:
-        pdf="figures/{experiment}-client{client}-weights.pdf",
-        png="figures/{experiment}-client{client}-weights.png",
+        pdf=W.figure_pattern("client_weights", "pdf"),
+        png=W.figure_pattern("client_weights", "png"),
     params:
         methods=methods_order,
         labels=experiment_labels,

@@ -9,7 +9,7 @@ rule train:
         meta=experiment_input("meta"),
         partition=experiment_input("partition"),
     output:
-        "results/runs/{experiment}/{partition}/{method}/split{split}-seed{seed}.parquet",
+        W.RUN,
     params:
         spec=run_spec,
     threads: 1
@@ -20,7 +20,7 @@ rule train:
     log:
         "logs/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.log",
     benchmark:
-        "results/benchmarks/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.tsv"
+        W.BENCHMARK
     conda:
         ENV
     shell:

@@ -16,24 +16,37 @@ Client i predicts with its own w_i.
 
 Choices where the paper is silent (the text gives no hyperparameter values):
 
+* every client starts from *one shared model* (``init: shared``, drawn from the run's
+  seed as FedAvg's global model), as the reference implementations do (each PFLlib
+  client copies one ``args.model``). ``init: independent`` gives each client a model of
+  its own (our former default): two independent draws of the 784-200-200 MLP are
+  ‖w_i − w_j‖² ≈ 270–300 apart and of the CIFAR CNN ≈ 470, so any σ small enough to
+  tell groups apart later leaves every peer weight ≈ 0 at the start (ξ ≈ I) and
+  FedAMP is local training in disguise;
+* ``distance: mean`` (default) measures x_ij = ‖w_i − w_j‖²/P, the mean squared
+  distance *per parameter* (P parameters), so that σ means the same for a 2-layer
+  MLP and a CNN. Since ξ_ij = α e^{−x/σ}/σ, this is eq. 5 exactly with the paper's
+  (λ, σ, α) = P · (λ, σ, α) of the config (the client's coefficient λ/α is unchanged);
+  ``distance: sum`` is the paper's printed form with ‖w_i − w_j‖²;
+* defaults σ = 1e-5, α = 1e-7 and λ = 1e-7: σ is the per-parameter squared distance
+  that local training puts between clients of different groups from a shared start
+  (measured on the CPU-scale practical split of Fashion-MNIST, 64-unit MLP, SGD
+  0.05: after 2–10 rounds ≈ 8e-6–1.2e-5 across groups, ≈ 1e-6–4e-6 within);
+  α/σ = 0.01 keeps ξ_ii ≥ 0 at any distances for up to 101 clients (each peer weighs
+  1 % at zero distance); λ = α makes the proximal coefficient λ/α = 1, as the
+  reference code's λ = α_K = 1. ``config.yaml`` sets its experiments' values (α = σ/K)
+  beside their keys;
 * the client's local optimisation *starts from u_i* (the common choice; the exact
   minimiser does not depend on the start) and runs the engine's usual local steps;
   clients keep their own optimiser state across rounds, as in FedAvg here;
-* α_k = ``alpha`` is constant over rounds. Defaults λ = 1, σ = 100, α = 1: clients
-  initialise independently, so squared distances start at ≈ 50 for an mlp [64] on
-  digits (8×8 inputs), and σ of that order lets messages flow from round 1
-  (σ ≪ d² leaves ξ ≈ I, i.e. local training); α = 1 keeps α ≤ σ/(K − 1), hence
-  ξ_ii ≥ 0 at any distances, for up to 101 clients, and makes the proximal
-  coefficient λ/α = 1. On the digits smoke setting λ ∈ {0.1, 1}, σ ∈ {50, 100} and
-  α ∈ {1, 10} all land within 1 point of each other (there the Euclidean weights
-  were nearly uniform over peers, same-group 1.02–1.04× the others: the
-  high-dimensional weakness the paper gives as HeurFedAMP's motivation);
+* α_k = ``alpha`` is constant over rounds;
 * ξ_ii < 0 (α too large for σ at the current distances) raises ValueError — a
   negative self weight makes u_i an extrapolation, not a convex combination, and is
   never clipped; α ≤ σ/(K − 1) rules it out for any distances;
-* each client initialises its own model (``Engine.client_init``);
 * the ξ logged at round r (``results.WEIGHT``, client i, peer j) is the one round r
-  used, computed from the models after round r − 1; nothing is logged at round 0.
+  used, computed from the models after round r − 1, and beside it the mean squared
+  per-parameter distances x_ij it was computed from (``results.MODEL_DISTANCE``,
+  whatever ``distance`` is); nothing is logged at round 0.
 """
 
 from __future__ import annotations
@@ -46,7 +59,7 @@ import torch
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import FedAMPHyper
 from pflrepro.optim import OptState, Params
-from pflrepro.results import WEIGHT, MetricLog
+from pflrepro.results import MODEL_DISTANCE, WEIGHT, MetricLog
 
 if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime import here
     pass
@@ -66,14 +79,19 @@ def squared_distances(flat: torch.Tensor) -> torch.Tensor:
     return torch.stack([((flat - flat[i]) ** 2).sum(dim=1) for i in range(flat.shape[0])])
 
 
-def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float) -> torch.Tensor:
-    """ξ of eq. 5: α·e^{−d²/σ}/σ off the diagonal, ξ_ii = 1 − Σ_{j≠i} ξ_ij.
+def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float,
+                     per_parameter: bool = False) -> torch.Tensor:
+    """ξ of eq. 5: α·e^{−x/σ}/σ off the diagonal, ξ_ii = 1 − Σ_{j≠i} ξ_ij.
 
+    x = ‖w_i − w_j‖², divided by the number of parameters when ``per_parameter``.
     Raises ValueError where some ξ_ii < 0 (beyond rounding).
     """
     k = flat.shape[0]
     off = ~torch.eye(k, dtype=torch.bool, device=flat.device)
-    xi = alpha * torch.exp(-squared_distances(flat) / sigma) / sigma
+    x = squared_distances(flat)
+    if per_parameter:
+        x = x / flat.shape[1]
+    xi = alpha * torch.exp(-x / sigma) / sigma
     xi = torch.where(off, xi, torch.zeros_like(xi))
     xi = xi + torch.diag(1.0 - xi.sum(dim=1))
     diag = torch.diagonal(xi)
@@ -103,16 +121,21 @@ class FedAMP(Algorithm):
     Hyper = FedAMPHyper
 
     def init(self) -> State:
-        """Each client initialises its own model and optimiser; no ξ yet (NaN, CPU)."""
+        """One shared model copied to every client, an optimiser state per client.
+
+        ``init: independent`` draws one model per client. No ξ and distances yet (NaN).
+        """
         e = self.engine
-        state: State = e.client_init()
-        state["xi"] = torch.full((e.num_clients, e.num_clients), float("nan"),
-                                 dtype=torch.float64)
+        state: State = e.client_init(shared=self.hp.init == "shared")
+        nan = torch.full((e.num_clients, e.num_clients), float("nan"), dtype=torch.float64)
+        state["xi"] = nan
+        state["distance"] = nan.clone()
         return state
 
     def attention(self, flat: torch.Tensor) -> torch.Tensor:
         """ξ (K × K, float64, rows sum to 1, on ``flat``'s device) from the flattened models."""
-        return fedamp_attention(flat, self.hp.alpha, self.hp.sigma)
+        return fedamp_attention(flat, self.hp.alpha, self.hp.sigma,
+                                per_parameter=self.hp.distance == "mean")
 
     def client_update(self, start: Params, u: Params, opt: OptState, client: int,
                       rnd: int) -> tuple[Params, OptState, float]:
@@ -125,9 +148,11 @@ class FedAMP(Algorithm):
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Server: ξ and cloud models from the current w; clients: proximal training from u_i."""
         e = self.engine
-        xi = self.attention(flatten(state["params"]))
+        flat = flatten(state["params"])
+        xi = self.attention(flat)
         cloud = mix(state["params"], xi)
         state["xi"] = xi.cpu()
+        state["distance"] = (squared_distances(flat) / flat.shape[1]).cpu()
         if e.batch_clients:  # all clients in one pass (on CUDA), from and towards u_i
             prox = self.hp.lam > 0
             state["params"], state["opt"], losses = e.train_clients(
@@ -150,6 +175,10 @@ class FedAMP(Algorithm):
         return self.engine.probs(self.engine.take(state["params"], client), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:
-        """Log ξ_ij used in round ``rnd`` (client i, peer j); nothing at round 0."""
+        """Log ξ_ij used in round ``rnd`` (client i, peer j) and its distances.
+
+        The distances are mean squared per parameter; nothing is logged at round 0.
+        """
         if rnd > 0:
             log.add_matrix(rnd, WEIGHT, state["xi"].numpy())
+            log.add_matrix(rnd, MODEL_DISTANCE, state["distance"].numpy())

@@ -7,8 +7,8 @@ Each client i owns a model φ_i and a loss table L̂_i over all clients. One rou
 
 1. *Sampling* (ε-greedy): with probability ε client i picks M neighbours uniformly
    from the others, otherwise the M others with the highest weights w_ij.
-2. *E-step*: client i refreshes ℓ_ij — the mean cross-entropy of φ_j on its own
-   training data — for itself and its neighbours, tracks
+2. *E-step*: client i refreshes ℓ_ij — the cross-entropy of φ_j on its own
+   training data (summed over the samples, eq. 3) — for itself and its neighbours, tracks
    L̂_ij ← (1 − β) L̂_ij + β ℓ_ij (EMA; the ``accumulative`` variant adds the latest
    known ℓ_ij of every j each round instead), and sets w_i = softmax_j(−L̂_ij).
 3. *M-step*: model φ_k moves along Σ_i w_ik ∇ℓ(φ_k; batch of D_i) over the clients i
@@ -17,13 +17,25 @@ Each client i owns a model φ_i and a loss table L̂_i over all clients. One rou
 
 Client i predicts with the mixture Σ_j w_ij p(y | x; φ_j).
 
-Choices where the paper is silent (kept here, documented in config.yaml):
-ℓ_ij is the per-sample *mean* loss (the summed loss makes the softmax one-hot at
-once); the table starts from one all-to-all evaluation before round 1; each client
-initialises its own model (decentralised; identical models would make the first
-weights uniform and the first greedy choices arbitrary); M-step steps per round follow the engine's
-local-step rule for the model's owner, each step drawing one mini-batch from every
-contributing client.
+The paper's form (defaults): ℓ_ij is the cross-entropy *summed* over client i's
+training samples (eq. 3; ``estep_loss: sum``), and the M-step is one optimiser step
+per round on eq. 4's objective (1/n) Σ_i w_ik Σ_{s∈D_i} ℓ(φ_k) ("small gradient steps
+in lieu of full optimization"; ``mstep: step``), its gradient estimated from one
+mini-batch of every client i that used model k, sample weights w_ik · n_i / (n |B_i|)
+(n = all clients' training samples), so the estimate is unbiased.
+
+Named variant (our former default, kept for comparison): ``estep_loss: mean`` uses
+the per-sample mean loss (a softmax over losses ~n_i times smaller, hence much
+flatter weights), and ``mstep: epoch`` runs the owner's local epoch of steps, each
+step one mini-batch from every contributing client with its batch mean weighted by
+w_ik.
+
+Choices where the paper is silent (documented in config.yaml): the table starts from
+one all-to-all evaluation before round 1 when M > 0; with M = 0 no client ever
+receives another's model, so the table holds only the client's own loss and its
+weights are one-hot on itself (local training, the paper's reading of M = 0); each
+client initialises its own model (decentralised; identical models would make the
+first weights uniform and the first greedy choices arbitrary).
 """
 
 from __future__ import annotations
@@ -47,14 +59,27 @@ class FedeRiCo(Algorithm):
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
-        """Each client initialises its own model; loss table from one all-to-all pass."""
+        """Own model per client; loss table from one all-to-all pass.
+
+        With M = 0 the table holds only the client's own loss (others +∞, weight 0).
+        """
         e = self.engine
         state: State = e.client_init()
-        losses = self._losses(state, [list(range(e.num_clients))] * e.num_clients)
+        k_all = e.num_clients
+        reach = ([list(range(k_all))] * k_all if self.hp.neighbors > 0
+                 else [[i] for i in range(k_all)])
+        losses = self._losses(state, reach)
+        losses = torch.where(torch.isnan(losses), torch.full_like(losses, float("inf")), losses)
         state["last"] = losses
         state["table"] = losses.clone()
         state["weights"] = torch.softmax(-state["table"], dim=1)
         return state
+
+    def pair_loss(self, params: dict[str, torch.Tensor], client: int) -> float:
+        """ℓ of ``params`` on ``client``'s training data: summed (eq. 3) or mean."""
+        e = self.engine
+        mean = e.mean_loss(params, client, "train")
+        return mean * e.n_train(client) if self.hp.estep_loss == "sum" else mean
 
     def _losses(self, state: State, pairs: list[list[int]]) -> torch.Tensor:
         """ℓ_ij for client i and each j in ``pairs[i]`` (NaN elsewhere), float64."""
@@ -63,7 +88,7 @@ class FedeRiCo(Algorithm):
 
         def row(i: int) -> None:
             for j in pairs[i]:
-                out[i, j] = e.mean_loss(e.take(state["params"], j), i, "train")
+                out[i, j] = self.pair_loss(e.take(state["params"], j), i)
 
         e.run_clients(row, range(len(pairs)))
         return out
@@ -109,16 +134,24 @@ class FedeRiCo(Algorithm):
 
         losses = np.full(k_all, np.nan)
 
+        n_all = float(sum(e.n_train(i) for i in range(k_all)))
+
+        def share(i: int, batch: int) -> float:
+            """Weight of each of client i's ``batch`` samples in model k's step."""
+            if self.hp.mstep == "step":  # eq. 4: (1/n) Σ_i w_ik Σ_s ℓ, unbiased
+                return e.n_train(i) / (n_all * batch)
+            return 1.0 / batch  # former: each client's batch mean
+
         def client(k: int) -> None:
             users = [i for i in range(k_all) if k in used[i]]
-            steps = e.steps_per_round(k)
+            steps = 1 if self.hp.mstep == "step" else e.steps_per_round(k)
             streams = {i: e.batches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
             params, opt = e.take(state["params"], k), e.take(state["opt"], k)
             total = 0.0
             for s in range(steps):
                 idx = torch.cat([streams[i][s] for i in users])
-                sw = torch.cat([torch.full((len(streams[i][s]),), float(w[i, k]) /
-                                           len(streams[i][s]), device=e.device)
+                sw = torch.cat([torch.full((len(streams[i][s]),), float(w[i, k]) *
+                                           share(i, len(streams[i][s])), device=e.device)
                                 for i in users])
                 loss, grads = e.loss_and_grad(params, idx, sample_weight=sw)
                 params, opt = e.optimizer.step(params, grads, opt)

@@ -2,33 +2,79 @@
 
 Zhang, Sapra, Fidler, Yeung, Alvarez, "Personalized Federated Learning with First
 Order Model Optimization", ICLR 2021. Each client i keeps its own model θ_i and holds
-out part of its training data as a validation set. One round (synchronous, every
-client at once, from the models as they stood at the start of the round):
+out part of its training data as a validation set. It also keeps φ_i, its model as it
+stood before its last local training (the result of its last update). One round
+(synchronous, every client at once, from the models as they stood at the start of the
+round):
 
 1. client i downloads the models of ``downloads`` other clients (all others by
-   default; fewer: ε-greedy by its affinity vector P_i);
-2. on its validation set it scores each download j by
-   w_ij = max(0, (L_i(θ_i) − L_i(θ_j)) / ‖θ_j − θ_i‖), normalises the scores by their
-   sum when positive (all zero: θ_i is kept) and moves θ_i ← θ_i + Σ_j w_ij (θ_j − θ_i);
-3. it adds the round's weights to its affinities (P_ij += w_ij) and runs its local
+   default; fewer: ε-greedy by its affinity vector P_i); its candidates are these and
+   its own current (trained) model θ_i;
+2. on its validation set it scores each candidate c against φ_i by
+   s_ic = (L_i(φ_i) − L_i(θ_c)) / ‖θ_c − φ_i‖_1, sets w_ic = max(0, s_ic) normalised
+   by their sum (no positive score: all w_ic = 0) and updates
+   θ_i ← φ_i + Σ_c w_ic (θ_c − φ_i), which becomes the new φ_i;
+3. it adds the round's weights to its affinities (P_ic += w_ic) and runs its local
    training steps on the rest of its training data.
 
-Client i predicts with its own model.
+Client i predicts with its own model. As the new θ_i is a convex combination of the
+candidates, the client's own training of the last round keeps the weight w_ii; if no
+candidate, its own trained model included, beats φ_i on the validation set, the client
+goes back to φ_i.
 
-Choices where the paper is silent or the brief fixes them:
+What the official code (NVlabs/FedFomo, run as in its README: ``--federation_method
+fomo --baseline_model first_model``, default ``--model_delta_norm l1``) does, and where:
+
+* candidates: ``Client.get_federating_clients`` (client.py) starts the list with the
+  client itself, then adds the ε-greedy choice among the others; the client's entry is
+  its current model ``client.model``, the one trained last round;
+* reference φ_i: ``Client.save_first_model`` (client.py), called after each federated
+  update and at the start of ``GlobalServer.local_train`` (server.py), i.e. the model
+  before the last local training; ``Federation.eval_client_requested_models`` and
+  ``Federation.federate`` (federation.py) use it as the baseline of the scores and as
+  the point the update starts from (``baseline_model == 'first_model'``);
+* scores: ``compute_fomo_weights`` (federation.py) divides the validation-loss
+  differences by ``compute_parameter_difference(norm=args.model_delta_norm)``
+  (federated/utils.py), whose default ``l1`` is Σ|θ_c − φ_i| over all trainable
+  parameters; its other choices are ``l2`` (the *squared* Euclidean distance) and
+  ``l2_root`` (the sum of the per-tensor Euclidean norms);
+* weights: ``Federation.update_client_weights`` keeps the positive scores and divides
+  them by their sum; with none positive the client's models become [φ_i] with weight 1,
+  so ``Federation.federate`` returns φ_i;
+* every client starts from the one global model (``GlobalServer.__init__``, server.py),
+  and the first round (its epoch 0) only trains. Here every client starts from one
+  model drawn from the run's seed (``init: shared``), so round 1's scores are all 0/0
+  and round 1 is local training too; round t here is the official epoch t − 1, and
+  ε_t = max(0, ε − (t − 1)·``epsilon_decay``) equals the official ε − epoch·decay.
+
+Named options that keep our earlier behaviour: ``reference: current`` scores the
+downloads against the client's current θ_i and moves from it (the client's own model is
+then not a candidate: its score would be 0/0; the official ``--baseline_model current``
+behaves the same), so a positive score for any download discards the client's last
+training; ``distance: l2`` is the Euclidean norm over all parameters (none of the
+official choices); ``init: independent`` draws a model per client.
+
+Other choices where the paper is silent or the brief fixes them:
 the validation split (``val_fraction`` 0.2, as in FedeRiCo's comparison) is one
 seeded permutation from (seed, setup round, client, ``fedfomo_val``) of
 round(f·n) samples (half up); a client left without a validation or training sample
 raises. Local epochs count batches of the remaining samples only.
-L_i is the mean cross-entropy on the validation set and ‖·‖ the Euclidean norm over all
-parameters (0/0 := 0). The ε-greedy choice follows the official code (NVlabs/FedFomo,
-``Client.get_federating_clients``): slot by slot, with probability ε_t the next client
+L_i is the mean cross-entropy on the validation set (official: mean of the batch means,
+batches of 50) and 0/0 := 0. The ε-greedy choice follows the official code
+(``Client.get_federating_clients``): slot by slot, with probability ε_t the next client
 of a random order, else the next one by descending P_ij (ties broken at random),
-skipping clients already chosen; ε_t = max(0, ε − (t − 1)·``epsilon_decay``) with the
-official defaults ε = 0.3, decay 0.05. ``affinity`` ``clipped`` adds the normalised
-weights to P (the brief); ``signed`` adds the unclipped scores divided by |Σ_j score|,
-as the official code does, so that harmful models fall below untried ones. Clients keep
-their optimiser state across rounds (the official code resets it at every update).
+skipping clients already chosen; official defaults ε = 0.3, decay 0.05. ``affinity``
+``clipped`` adds the normalised weights to P (the brief); ``signed`` adds the unclipped
+scores divided by |Σ_c s_ic| (the client's own score included), as the official code
+does, so that harmful models fall below untried ones (P_ii is updated too but never
+used: a client does not download itself). Clients keep their optimiser state across
+rounds (the official code resets it at every update).
+
+Deviations from the official code kept on purpose: it also adds to every client's
+candidates the averages of ``-nf`` sub-federations (spectral clustering of the
+symmetrised affinities) and their global average (``GlobalServer.update_server_models``,
+its "hierarchical FedFomo" extension), which we leave out: each client mixes client
+models only; and it resets the optimiser at every update (see above).
 """
 
 from __future__ import annotations
@@ -50,13 +96,25 @@ if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
     from pflrepro.engine import Engine
 
 
-def fomo_scores(own_loss: float, own: Params, losses: dict[int, float],
-                models: dict[int, Params]) -> dict[int, float]:
-    """Unclipped scores (L_i(θ_i) − L_i(θ_j)) / ‖θ_j − θ_i‖ of each downloaded model j."""
+def param_distance(a: Params, b: Params, distance: str = "l1") -> float:
+    """‖a − b‖ over all parameters: ``l1`` Σ|a − b|, ``l2`` √Σ(a − b)² (float64)."""
+    if distance == "l1":
+        return sum(float((a[k] - b[k]).double().abs().sum()) for k in b)
+    if distance == "l2":
+        return math.sqrt(sum(float(((a[k] - b[k]).double() ** 2).sum()) for k in b))
+    raise ValueError(f"unknown distance {distance!r}")
+
+
+def fomo_scores(ref_loss: float, ref: Params, losses: dict[int, float],
+                models: dict[int, Params], distance: str = "l1") -> dict[int, float]:
+    """Unclipped scores (L_i(φ_i) − L_i(θ_c)) / ‖θ_c − φ_i‖ of each candidate c (0/0 := 0).
+
+    ``ref`` is the model φ_i the candidates are compared with, ``ref_loss`` its loss.
+    """
     out = {}
-    for j, loss in losses.items():
-        dist = math.sqrt(sum(float(((models[j][k] - own[k]).double() ** 2).sum()) for k in own))
-        out[j] = (own_loss - loss) / dist if dist > 0 else 0.0
+    for c, loss in losses.items():
+        dist = param_distance(models[c], ref, distance)
+        out[c] = (ref_loss - loss) / dist if dist > 0 else 0.0
     return out
 
 
@@ -67,13 +125,13 @@ def normalise(scores: dict[int, float]) -> dict[int, float]:
     return {j: (v / total if total > 0 else 0.0) for j, v in pos.items()}
 
 
-def fomo_update(own: Params, models: dict[int, Params], weights: dict[int, float]) -> Params:
-    """θ_i + Σ_j w_ij (θ_j − θ_i)."""
-    out = {k: v.clone() for k, v in own.items()}
-    for j, w in weights.items():
+def fomo_update(ref: Params, models: dict[int, Params], weights: dict[int, float]) -> Params:
+    """φ_i + Σ_c w_ic (θ_c − φ_i) (a copy; ``ref`` is φ_i)."""
+    out = {k: v.clone() for k, v in ref.items()}
+    for c, w in weights.items():
         if w != 0.0:
             for k in out:
-                out[k] += w * (models[j][k] - own[k])
+                out[k] += w * (models[c][k] - ref[k])
     return out
 
 
@@ -108,9 +166,16 @@ class FedFomo(Algorithm):
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
-        """Own model and optimiser per client; zero affinities and weights."""
-        state: State = self.engine.client_init()
-        k_all = self.engine.num_clients
+        """Models, optimisers, φ (``reference: previous``), zero affinities and weights.
+
+        Every client starts from one model (``init: independent``: one each); φ starts
+        as that model.
+        """
+        e = self.engine
+        state: State = e.client_init(shared=self.hp.init == "shared")
+        if self.hp.reference == "previous":
+            state["previous"] = {k: v.clone() for k, v in state["params"].items()}
+        k_all = e.num_clients
         state["affinity"] = torch.zeros(k_all, k_all, dtype=torch.float64)
         state["weights"] = torch.zeros(k_all, k_all, dtype=torch.float64)
         return state
@@ -177,30 +242,37 @@ class FedFomo(Algorithm):
 
     # ------------------------------------------------------------------ round
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Score downloads on the validation set, mix, update affinities, train locally."""
+        """Score the candidates on the validation set, mix, update affinities, train."""
         e = self.engine
         k_all = e.num_clients
         old = {name: v.clone() for name, v in state["params"].items()}
+        previous = self.hp.reference == "previous"
         received = self.downloads(state["affinity"], rnd)
         weights = torch.zeros(k_all, k_all, dtype=torch.float64)
         losses = np.full(k_all, np.nan)
 
         def client(i: int) -> None:
             own = e.take(old, i)
+            ref = e.take(state["previous"], i) if previous else own
             models = {j: e.take(old, j) for j in received[i]}
-            scores = fomo_scores(self.val_loss(own, i), own,
-                                 {j: self.val_loss(models[j], i) for j in models}, models)
+            if previous:
+                models[i] = own  # the client's own trained model is a candidate
+            scores = fomo_scores(self.val_loss(ref, i), ref,
+                                 {c: self.val_loss(models[c], i) for c in models}, models,
+                                 self.hp.distance)
             w = normalise(scores)
-            for j, value in w.items():
-                weights[i, j] = value
+            for c, value in w.items():
+                weights[i, c] = value
             if self.hp.affinity == "clipped":
                 state["affinity"][i] += weights[i]
             else:
                 total = abs(sum(scores.values()))
-                for j, s in scores.items():
-                    state["affinity"][i, j] += s / total if total > 0 else 0.0
-            params, opt, losses[i] = self.train(fomo_update(own, models, w),
-                                                e.take(state["opt"], i), i, rnd)
+                for c, s in scores.items():
+                    state["affinity"][i, c] += s / total if total > 0 else 0.0
+            mixed = fomo_update(ref, models, w)
+            if previous:
+                e.put(state["previous"], i, mixed)
+            params, opt, losses[i] = self.train(mixed, e.take(state["opt"], i), i, rnd)
             e.put(state["params"], i, params)
             e.put(state["opt"], i, opt)
 
@@ -214,5 +286,8 @@ class FedFomo(Algorithm):
         return self.engine.probs(self.engine.take(state["params"], client), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:
-        """Log the round's normalised weights w_ij (client i, peer j; 0 if not received)."""
+        """Log the round's normalised weights w_ij (client i, candidate j; 0 otherwise).
+
+        w_ii is the weight of the client's own trained model (``reference: previous``).
+        """
         log.add_matrix(rnd, WEIGHT, state["weights"].numpy())

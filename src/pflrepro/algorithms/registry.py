@@ -75,18 +75,32 @@ class ClusteredFLHyper:
 
 
 # fedamp: pflrepro/algorithms/fedamp.py
+#: How FedAMP / HeurFedAMP clients start: one seeded model copied to every client (the
+#: reference implementations), or a model of its own per client (our former default).
+AMP_INITS = ("shared", "independent")
+
+
 @dataclasses.dataclass(frozen=True)
 class FedAMPHyper:
-    """Hyperparameters of FedAMP (the paper gives no values; defaults fit digits)."""
+    """Hyperparameters of FedAMP (the paper gives no values; see fedamp.py for the defaults)."""
 
-    lam: float = hyper(1.0, "λ: weight of the attention-inducing penalty; the client's "
-                       "proximal pull towards u_i has coefficient λ/α (0: none).", minimum=0.0)
-    sigma: float = hyper(100.0, "σ (> 0) of A(x) = 1 − exp(−x/σ), on the scale of the squared "
-                         "parameter distances ‖w_i − w_j‖² (σ ≪ d² means no messages).",
-                         minimum=0.0)
-    alpha: float = hyper(1.0, "α_k (> 0, constant): server step; ξ_ij = α·exp(−‖w_i − w_j‖²/σ)"
-                         "/σ. α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances; a negative "
-                         "ξ_ii raises.", minimum=0.0)
+    lam: float = hyper(1e-7, "λ: weight of the attention-inducing penalty; the client's "
+                       "proximal pull towards u_i has coefficient λ/α (default 1; 0: none).",
+                       minimum=0.0)
+    sigma: float = hyper(1e-5, "σ (> 0) of A(x) = 1 − exp(−x/σ), on the scale of x, the "
+                         "squared model distance that `distance` names (per parameter by "
+                         "default, so σ does not change with the model's size); σ ≪ x means "
+                         "no messages, σ ≫ x equal weights for every peer.", minimum=0.0)
+    alpha: float = hyper(1e-7, "α_k (> 0, constant): server step; ξ_ij = α·exp(−x_ij/σ)/σ. "
+                         "α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances (default α/σ = 0.01: "
+                         "up to 101 clients); a negative ξ_ii raises.", minimum=0.0)
+    distance: str = hyper("mean", "x_ij: 'mean' = ‖w_i − w_j‖²/P (mean squared distance per "
+                          "parameter, P parameters; eq. 5 with λ, σ, α all multiplied by P), "
+                          "'sum' = ‖w_i − w_j‖² as printed in the paper (σ then depends on "
+                          "the model's size).", choices=("mean", "sum"))
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (as the "
+                      "reference implementations); 'independent': each client draws its own.",
+                      choices=AMP_INITS)
 
     def __post_init__(self) -> None:
         _require_positive("fedamp", sigma=self.sigma, alpha=self.alpha)
@@ -127,6 +141,15 @@ class FedeRiCoHyper:
     beta: float = hyper(0.6, "β: momentum of the EMA loss tracking.", minimum=0.0, maximum=1.0)
     loss_tracking: str = hyper("ema", "'ema' (paper default) or 'accumulative' (Fig. 5a).",
                                choices=("ema", "accumulative"))
+    estep_loss: str = hyper("sum", "ℓ_ij of the E-step: 'sum' of the cross-entropy over client "
+                            "i's training samples (eq. 3, the paper's form) or the per-sample "
+                            "'mean' (our former default; much flatter weights).",
+                            choices=("sum", "mean"))
+    mstep: str = hyper("step", "M-step per round: 'step' = one optimiser step on eq. 4's "
+                       "(1/n) Σ_i w_ik Σ_{s∈D_i} ℓ (the paper's 'small gradient steps'), from "
+                       "one mini-batch of every client that used model k; 'epoch' = the "
+                       "owner's local epoch of such steps, each client's batch mean weighted "
+                       "by w_ik (our former default).", choices=("step", "epoch"))
 
 
 # fedfomo: pflrepro/algorithms/fedfomo.py
@@ -145,6 +168,19 @@ class FedFomoHyper:
     affinity: str = hyper("clipped", "Affinity update: 'clipped' adds the normalised weights, "
                           "'signed' the unclipped scores / |their sum| (official code).",
                           choices=("clipped", "signed"))
+    reference: str = hyper("previous", "Model φ_i the candidates are scored against and the "
+                           "update starts from: 'previous' = the client's model before its "
+                           "last local training, its trained model being a candidate too "
+                           "(official code, baseline 'first_model'); 'current' = its trained "
+                           "model, downloads only (our former choice: a positive download "
+                           "discards the client's last training).",
+                           choices=("previous", "current"))
+    distance: str = hyper("l1", "Parameter distance dividing the loss gains: 'l1' = Σ|θ_c − φ_i| "
+                          "(official default); 'l2' = Euclidean norm (our former choice).",
+                          choices=("l1", "l2"))
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (official "
+                      "code); 'independent': each client draws its own (our former choice).",
+                      choices=("shared", "independent"))
 
     def __post_init__(self) -> None:
         if not 0.0 < self.val_fraction < 1.0:
@@ -188,6 +224,9 @@ class HeurFedAMPHyper:
                          "the other clients.", minimum=0.0)
     self_attention: float = hyper(0.5, "ξ_ii: weight of a client's own model in its cloud model; "
                                   "the others share 1 − ξ_ii.", minimum=0.0, maximum=1.0)
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (as the "
+                      "reference implementations); 'independent': each client draws its own.",
+                      choices=AMP_INITS)
 
     def __post_init__(self) -> None:
         _require_positive("heurfedamp", sigma=self.sigma, alpha=self.alpha)

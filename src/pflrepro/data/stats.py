@@ -45,7 +45,9 @@ def summary_stats(per_client: pd.DataFrame) -> dict[str, Any]:
 
     Keys: ``clients``, ``samples_min``/``samples_median``/``samples_max``,
     ``labels_min``/``labels_median``/``labels_max`` and ``empty_clients`` (clients
-    with no sample).
+    with no sample); for a scheme with distribution ids (some ``group >= 0``) also
+    ``clients_per_group``: ``{group id: number of clients}`` for every id ``0 ..
+    max(group)`` (``0`` for an id no client has). Values are plain Python numbers.
     """
     n = per_client["n"].to_numpy()
     k = per_client["n_labels"].to_numpy()
@@ -57,9 +59,14 @@ def summary_stats(per_client: pd.DataFrame) -> dict[str, Any]:
 
     s_min, s_med, s_max = q(n)
     l_min, l_med, l_max = q(k)
-    return {
+    out: dict[str, Any] = {
         "clients": int(len(per_client)),
         "samples_min": s_min, "samples_median": s_med, "samples_max": s_max,
         "labels_min": l_min, "labels_median": l_med, "labels_max": l_max,
         "empty_clients": int((n == 0).sum()),
     }
+    group = per_client["group"].to_numpy(dtype=np.int64)
+    group = group[group >= 0]
+    if group.size:
+        out["clients_per_group"] = {g: int(c) for g, c in enumerate(np.bincount(group))}
+    return out

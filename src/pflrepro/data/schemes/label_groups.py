@@ -8,9 +8,23 @@ shares of a group's samples follow a Dirichlet draw. This scheme implements both
 1. The label set ``0 .. num_classes-1`` is shuffled by a seeded generator and cut
    into ``groups`` contiguous runs whose sizes differ by at most one (10 labels, 3
    groups: 4/3/3).
-2. Clients are assigned to groups by a seeded permutation of
-   ``[k % groups for k in range(clients)]``, so group sizes differ by at most one
-   and every group has a client (8 clients, 4 groups: 2 clients per group).
+2. Clients are assigned to groups (:func:`assign_clients`), by ``assignment``:
+
+   * ``"random"`` (default): a seeded permutation of the clients gives its first
+     ``groups`` clients one group each (client ``perm[g]`` to group ``g``), so every
+     group has a client; each of the other ``clients - groups`` clients then joins a
+     group drawn uniformly at random, independently. Group sizes vary between split
+     seeds (8 clients, 4 groups: sizes such as 3/1/2/2 or 4/2/1/1), as in FedeRiCo's
+     figures (Fig. 3: three clients of one distribution and one client alone; Fig. 4:
+     five clients from two of four distributions), which its text calls a
+     "particular random split".
+   * ``"balanced"``: a seeded permutation of ``[k % groups for k in range(clients)]``,
+     so group sizes differ by at most one (8 clients, 4 groups: 2 clients per group);
+     the assignment of earlier versions of this scheme.
+
+   Both draw from one generator derived from the split seed alone (purpose
+   ``partition:label_groups:clients``), so a split seed gives the same assignment
+   on every machine.
 3. The samples of a group are shuffled and divided among its clients: with
    ``alpha == 0`` into near-equal parts; with ``alpha > 0`` every client first gets
    two samples (so the shared train/test split gives it one of each) and the other
@@ -19,7 +33,10 @@ shares of a group's samples follow a Dirichlet draw. This scheme implements both
    unequal, labels stay within the group).
 
 Every sample of a label in some group is used, so the whole data set is used.
-The group column is the client's group id (index of its label run).
+The group column is the client's group id (index of its label run). A group's
+samples must give each of its clients ``MIN_PER_CLIENT``; with ``"random"`` a group
+can get many clients, and a split seed for which one has too few samples fails with
+an error naming the group, its clients and the seed.
 """
 
 from __future__ import annotations
@@ -35,6 +52,32 @@ from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
 #: Samples every client gets before the Dirichlet shares are drawn (alpha > 0).
 MIN_PER_CLIENT = 2
+#: Values of :attr:`LabelGroupsPartitioner.assignment`.
+ASSIGNMENTS = ("random", "balanced")
+
+
+def assign_clients(clients: int, groups: int, assignment: str,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Group id (``0 .. groups-1``) of each client; every group gets a client.
+
+    ``"random"``: ``perm = rng.permutation(clients)``; client ``perm[g]`` joins group
+    ``g`` for ``g < groups``, and clients ``perm[groups:]`` join groups
+    ``rng.integers(groups, size=clients - groups)``. ``"balanced"``:
+    ``rng.permutation(arange(clients) % groups)`` (sizes differ by at most one).
+    """
+    if assignment not in ASSIGNMENTS:
+        raise ValueError(f"label_groups: assignment must be one of {list(ASSIGNMENTS)}, "
+                         f"got {assignment!r}")
+    if not 1 <= groups <= clients:
+        raise ValueError(f"label_groups: need 1 <= groups <= clients, got {groups} groups "
+                         f"and {clients} clients")
+    if assignment == "balanced":
+        return rng.permutation(np.arange(clients) % groups)
+    perm = rng.permutation(clients)
+    client_group = np.empty(clients, dtype=np.int64)
+    client_group[perm[:groups]] = np.arange(groups)
+    client_group[perm[groups:]] = rng.integers(groups, size=clients - groups)
+    return client_group
 
 
 @register_partitioner
@@ -47,10 +90,15 @@ class LabelGroupsPartitioner(Partitioner):
         "groups": "Number of disjoint label groups (data distributions); <= classes, clients.",
         "alpha": "0: equal shares of a group's samples; > 0: Dirichlet(alpha) shares "
                  "over the group's clients (FedEM).",
+        "assignment": "How clients join groups: 'random' (default; one random client per "
+                      "group, the others to uniformly random groups, so group sizes vary "
+                      "with the split seed, as in FedeRiCo's figures) or 'balanced' "
+                      "(sizes differ by at most one).",
     }
 
     groups: int
     alpha: float = 0.0
+    assignment: str = "random"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -62,6 +110,9 @@ class LabelGroupsPartitioner(Partitioner):
         if not (np.isfinite(self.alpha) and self.alpha >= 0.0):
             raise ValueError(f"label_groups: alpha must be 0 (equal shares) or > 0, "
                              f"got {self.alpha}")
+        if self.assignment not in ASSIGNMENTS:
+            raise ValueError(f"label_groups: assignment must be one of {list(ASSIGNMENTS)}, "
+                             f"got {self.assignment!r}")
 
     def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
                extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
@@ -74,16 +125,19 @@ class LabelGroupsPartitioner(Partitioner):
         label_rng = numpy_generator(seed, SETUP_ROUND, NO_CLIENT, "partition:label_groups:labels")
         label_sets = np.array_split(label_rng.permutation(num_classes), self.groups)
         client_rng = numpy_generator(seed, SETUP_ROUND, NO_CLIENT, "partition:label_groups:clients")
-        client_group = client_rng.permutation(np.arange(self.clients) % self.groups)
+        client_group = assign_clients(self.clients, self.groups, self.assignment, client_rng)
 
         indices: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * self.clients
         for g, label_set in enumerate(label_sets):
             members = np.flatnonzero(client_group == g)
             pool = np.flatnonzero(np.isin(labels, label_set))
             if len(pool) < MIN_PER_CLIENT * len(members):
-                raise ValueError(f"label_groups: group {g} (labels {sorted(label_set.tolist())}) "
-                                 f"has {len(pool)} samples, too few for {len(members)} "
-                                 f"clients with {MIN_PER_CLIENT} each")
+                raise ValueError(
+                    f"label_groups: group {g} (labels {sorted(label_set.tolist())}) has "
+                    f"{len(pool)} samples, too few for its {len(members)} of {self.clients} "
+                    f"clients with {MIN_PER_CLIENT} each (assignment {self.assignment!r}, "
+                    f"split seed {seed}); use more samples (max_samples), fewer clients "
+                    f"or groups, or assignment 'balanced'")
             rng = numpy_generator(seed, SETUP_ROUND, g, "partition:label_groups:samples")
             pool = rng.permutation(pool)
             sizes = self._sizes(len(pool), len(members), rng)

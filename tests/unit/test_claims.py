@@ -1,0 +1,516 @@
+"""The claims table: loader, three-valued logic, every check type on synthetic aggregates.
+
+Every number below is worked out by hand in the comment beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import pflrepro.workflow as W
+from pflrepro.cli import main
+from pflrepro.config import parse
+from pflrepro.reporting.claims import (
+    COLUMNS,
+    ClaimsError,
+    combine,
+    evaluate_claims,
+    load_claims,
+    parse_claims,
+    row_keys,
+    write_claims,
+)
+from pflrepro.reporting.tables import accuracy_table, tidy_table
+from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
+
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / W.CLAIMS_FILE
+
+
+# --------------------------------------------------------------------------- helpers
+def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
+             experiment: str = "exp", partition: str = "p2",
+             groups: Sequence[int] = (0, 1), n_test: Sequence[int] | None = None,
+             weights: Mapping[int, Any] | None = None, split_seed: int = 0,
+             train_seed: int = 0) -> pd.DataFrame:
+    """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix."""
+    n_test = n_test if n_test is not None else [10] * len(groups)
+    log = MetricLog()
+    log.add_per_client(0, N_TEST, n_test)
+    log.add_per_client(0, N_TRAIN, [4 * n for n in n_test])
+    log.add_per_client(0, GROUP, groups)
+    for rnd, accs in accuracies.items():
+        log.add_per_client(rnd, TEST_ACCURACY, accs)
+    for rnd, matrix in (weights or {}).items():
+        log.add_matrix(rnd, WEIGHT, np.asarray(matrix, dtype=float))
+    return log.to_frame({
+        "experiment": experiment, "dataset": "digits", "partition": partition,
+        "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
+        "train_seed": train_seed, "package_version": "0", "git_revision": "abc"})
+
+
+def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:
+    """A run whose clients all end at ``final`` (weighted = mean = final), 0.1 at round 0."""
+    n = len(kw.get("groups", (0, 1)))
+    return make_run(method, {0: [0.1] * n, 10: [final] * n}, **kw)
+
+
+def claims_of(*checks: Mapping[str, Any], experiments: Sequence[str] = ("exp",),
+              scope: str = "each", cpu: Sequence[str] = ()) -> list:
+    """Claims c0, c1, ... of the given checks, at the paper scale on ``experiments``."""
+    return parse_claims({"claims": [
+        {"id": f"c{k}", "paper": "FedeRiCo", "where": "Table 1", "claim": f"claim {k}",
+         "experiments": {"paper": list(experiments), "cpu": list(cpu)}, "scope": scope,
+         "check": dict(check)}
+        for k, check in enumerate(checks)]})
+
+
+def evaluate(agg: pd.DataFrame | None, *checks: Mapping[str, Any], **kw: Any) -> pd.DataFrame:
+    return evaluate_claims(claims_of(*checks, **kw), agg, "paper")
+
+
+def one(frame: pd.DataFrame) -> tuple[str, float]:
+    """(status, margin) of a one-row result."""
+    assert len(frame) == 1, frame
+    return str(frame["status"].iloc[0]), float(frame["margin"].iloc[0])
+
+
+COMPARE = {"type": "compare", "metric": "weighted_final", "a": "federico", "b": "local",
+           "op": ">"}
+
+
+def raw_config() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+# --------------------------------------------------------------------------- the shipped file
+def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None:
+    claims = load_claims(CLAIMS)
+    raw = raw_config()
+    experiments, methods = raw["experiments"], raw["methods"]
+    papers = {c.paper for c in claims}
+    assert papers == {"FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix"}
+    for claim in claims:
+        for scale, names in claim.experiments.items():
+            for name in names:
+                if claim.planned:
+                    assert name not in experiments, (
+                        f"{claim.id}: {name} now exists in config.yaml; drop 'planned'")
+                    continue
+                assert name in experiments, f"{claim.id}: no experiment {name!r}"
+                assert experiments[name].get("scale", "paper") == scale, (claim.id, name)
+                for method in claim.check.method_names():
+                    assert method in experiments[name]["methods"], (claim.id, name, method)
+                    if claim.check.type in ("weight_mass", "group_contrast",
+                                            "weight_compare", "components_used"):
+                        assert methods[method]["algorithm"] in W.WEIGHTED_ALGORITHMS, method
+
+
+def test_row_keys_of_the_shipped_file() -> None:
+    claims = load_claims(CLAIMS)
+    keys = row_keys(claims, "cpu")
+    assert len(keys) == len(set(keys))
+    assert ("federico-best", "federico_table1_cpu_fashion") in keys
+    assert ("federico-only-one-above-local",  # scope together: one row
+            "federico_table1_cpu_fashion + federico_table1_cpu_digits") in keys
+    assert ("fedem-fedfomo-worse-on-cifar100", "") in keys  # nothing at CPU scale
+    frame = evaluate_claims(claims, None, "cpu")
+    assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
+    assert set(frame["status"]) == {"missing"}  # no results at all: nothing holds
+    assert frame["margin"].isna().all()
+
+
+# --------------------------------------------------------------------------- loader errors
+def _claim(**over: Any) -> dict[str, Any]:
+    base = {"id": "x", "paper": "FedAMP", "where": "Table 1", "claim": "c",
+            "experiments": {"paper": ["exp"], "cpu": []}, "check": dict(COMPARE)}
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    (_claim(extra=1), r"unknown key\(s\) \['extra'\]"),
+    ({k: v for k, v in _claim().items() if k != "where"}, r"missing key\(s\) \['where'\]"),
+    (_claim(paper="FedAvg"), "paper: 'FedAvg' is not one of"),
+    (_claim(id="Bad Id"), "lower case"),
+    (_claim(experiments={"paper": ["exp"]}), r"missing key\(s\) \['cpu'\]"),
+    (_claim(experiments={"paper": [], "cpu": []}), "no experiment at any scale"),
+    (_claim(experiments={"paper": ["a", "a"], "cpu": []}), "listed twice"),
+    (_claim(scope="both"), "scope: 'both' is not one of"),
+    (_claim(check={**COMPARE, "op": "=>"}), "op: '=>' is not one of"),
+    (_claim(check={**COMPARE, "type": "eval"}), "type: 'eval' is not one of"),
+    (_claim(check={**COMPARE, "threshold": 0.5}), r"unknown key\(s\) \['threshold'\]"),
+    (_claim(check={k: v for k, v in COMPARE.items() if k != "b"}), r"missing key\(s\) \['b'\]"),
+    (_claim(check={**COMPARE, "b": "federico"}), "same method"),
+    (_claim(check={**COMPARE, "tolerance": -1}), "outside"),
+    (_claim(check={**COMPARE, "tolerance": True}), "expected a number"),
+    (_claim(check={**COMPARE, "metric": "weighted_at"}), "round_fraction is required"),
+    (_claim(check={**COMPARE, "round_fraction": 0.5}), "round_fraction is required"),
+    (_claim(check={**COMPARE, "distributions": [0]}), "positive integers"),
+    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
+                   "baselines": ["a", "b"]}), r"\['a'\] both in methods and baselines"),
+    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
+                   "baselines": ["b"], "op": "<"}), "above_all takes"),
+    (_claim(check={"type": "weight_mass", "method": "f", "threshold": 1.5}), "outside"),
+])
+def test_loader_rejects_malformed_claims(claim: dict[str, Any], message: str) -> None:
+    with pytest.raises(ClaimsError, match=message):
+        parse_claims({"claims": [claim]})
+
+
+def test_loader_rejects_duplicate_ids_and_bad_documents(tmp_path: Path) -> None:
+    with pytest.raises(ClaimsError, match="used twice"):
+        parse_claims({"claims": [_claim(), _claim()]})
+    with pytest.raises(ClaimsError, match="one key 'claims'"):
+        parse_claims({"claim": []})
+    with pytest.raises(ClaimsError, match="non-empty list"):
+        parse_claims({"claims": []})
+    bad = tmp_path / "c.yaml"
+    bad.write_text("claims: [")
+    with pytest.raises(ClaimsError, match="not valid YAML"):
+        load_claims(bad)
+
+
+# --------------------------------------------------------------------------- logic
+@pytest.mark.parametrize(("groups", "quantifier", "strict", "expected"), [
+    ([[1.0, 2.0]], "all", True, ("holds", 1.0)),
+    ([[1.0, -2.0]], "all", True, ("fails", -2.0)),
+    ([[1.0, None]], "all", True, ("missing", None)),      # never holds with a gap
+    ([[-1.0, None]], "all", True, ("fails", -1.0)),       # a known failure is a failure
+    ([[0.0]], "all", True, ("fails", 0.0)),               # strict: zero is not enough
+    ([[0.0]], "all", False, ("holds", 0.0)),
+    ([[-1.0, 3.0]], "any", True, ("holds", 3.0)),
+    ([[-1.0, None]], "any", True, ("missing", None)),
+    ([[-1.0, -3.0]], "any", True, ("fails", -1.0)),
+    ([[]], "all", True, ("missing", None)),
+    ([[2.0], [1.0]], "all", True, ("holds", 1.0)),        # across groups: all, smallest
+    ([[2.0], [None]], "all", True, ("missing", None)),
+    ([[-2.0], [None], [-1.0]], "all", True, ("fails", -2.0)),
+])
+def test_three_valued_combination(groups: list, quantifier: str, strict: bool,
+                                  expected: tuple) -> None:
+    assert combine(groups, quantifier, strict) == expected
+
+
+# --------------------------------------------------------------------------- accuracy checks
+def table1() -> pd.DataFrame:
+    """Two columns: p2 (2 distributions) and p4 (4 distributions)."""
+    g4 = {"partition": "p4", "groups": (0, 1, 2, 3)}
+    return pd.concat([
+        final_run("federico", 0.90), final_run("federico", 0.80, **g4),
+        final_run("local", 0.85), final_run("local", 0.82, **g4),
+        final_run("fedavg", 0.60), final_run("fedavg", 0.70, **g4),
+    ], ignore_index=True)
+
+
+def test_compare_holds_fails_and_tolerance() -> None:
+    agg = table1()
+    # p2: 90 - 85 = +5; p4: 80 - 82 = -2 -> fails, margin the worst column
+    status, margin = one(evaluate(agg, COMPARE))
+    assert status == "fails" and margin == pytest.approx(-2.0)
+    # with 'any' the best column holds: +5
+    status, margin = one(evaluate(agg, {**COMPARE, "quantifier": "any"}))
+    assert status == "holds" and margin == pytest.approx(5.0)
+    # >= with tolerance 2.5: min(5, -2) + 2.5 = +0.5
+    status, margin = one(evaluate(agg, {**COMPARE, "op": ">=", "tolerance": 2.5}))
+    assert status == "holds" and margin == pytest.approx(0.5)
+    # fedavg < local: p2 85 - 60 = 25, p4 82 - 70 = 12 -> holds by 12
+    frame = evaluate(agg, {**COMPARE, "a": "fedavg", "op": "<"})
+    assert one(frame) == ("holds", pytest.approx(12.0))
+    assert frame["unit"].iloc[0] == "pp"
+    assert frame["numbers"].iloc[0] == "fedavg vs local: p2 60.0 vs 85.0; p4 70.0 vs 82.0"
+
+
+def test_missing_data_is_missing_never_holding() -> None:
+    agg = table1()
+    # the experiment has no results
+    frame = evaluate(agg, COMPARE, experiments=["other"])
+    assert one(frame)[0] == "missing" and math.isnan(one(frame)[1])
+    assert "no results for other" in frame["numbers"].iloc[0]
+    # a method without runs
+    frame = evaluate(agg, {**COMPARE, "b": "fedem"})
+    assert one(frame)[0] == "missing"
+    assert "no runs of fedem" in frame["numbers"].iloc[0]
+    # a column that would hold, the other absent: missing, not holds
+    holds_where_present = agg[~((agg["method"] == "local") & (agg["partition"] == "p4"))]
+    assert one(evaluate(holds_where_present, COMPARE))[0] == "missing"
+    # no aggregate at all
+    assert one(evaluate(None, COMPARE))[0] == "missing"
+    # one experiment present and holding, another absent: the row of the absent one is missing
+    frame = evaluate(agg, {**COMPARE, "a": "fedavg", "op": "<"}, experiments=["exp", "gone"])
+    assert frame["status"].tolist() == ["holds", "missing"]
+
+
+def test_accuracy_numbers_equal_the_tables() -> None:
+    agg = pd.concat([
+        table1(),
+        final_run("federico", 0.70, split_seed=1),  # p2 federico: mean of 90 and 70 = 80
+        make_run("local", {0: [0.1, 0.1], 10: [0.8, 0.9]}, n_test=[10, 30], split_seed=1),
+    ], ignore_index=True)
+    # local p2, split 1: weighted (0.8*10 + 0.9*30)/40 = 0.875; mean of 85 and 87.5 = 86.25
+    tidy = tidy_table(accuracy_table(agg))
+    cell = tidy.set_index(["method", "partition"])["mean"]
+    assert cell[("local", "p2")] == pytest.approx(86.25)
+    expected = cell[("federico", "p2")] - cell[("local", "p2")]  # 80 - 86.25
+    frame = evaluate(agg, {**COMPARE, "distributions": [2]})
+    assert one(frame) == ("fails", pytest.approx(expected))
+    assert expected == pytest.approx(-6.25)
+
+
+def test_bmta_final_mean_and_early_accuracy() -> None:
+    # per-round means 0.5, 0.8, 0.7 (rounds 1, 2, 3; round 0 at 0.1): BMTA 80, final 70
+    a = make_run("fedamp", {0: [0.1, 0.1], 1: [0.4, 0.6], 2: [0.8, 0.8], 3: [0.7, 0.7]})
+    b = make_run("fedavg", {0: [0.1, 0.1], 1: [0.6, 0.6], 2: [0.75, 0.75], 3: [0.72, 0.72]})
+    agg = pd.concat([a, b], ignore_index=True)
+    check = {"type": "compare", "a": "fedamp", "b": "fedavg", "op": ">"}
+    assert one(evaluate(agg, {**check, "metric": "mean_bmta"})) == (
+        "holds", pytest.approx(80 - 75))
+    assert one(evaluate(agg, {**check, "metric": "mean_final"})) == (
+        "fails", pytest.approx(70 - 72))
+    # round_fraction 0.5 of 3 rounds: the first evaluated round >= 1.5 is round 2
+    assert one(evaluate(agg, {**check, "metric": "weighted_at", "round_fraction": 0.5})) == (
+        "holds", pytest.approx(80 - 75))
+    # 0.2 -> round >= 0.6 -> round 1: 50 vs 60
+    assert one(evaluate(agg, {**check, "metric": "weighted_at", "round_fraction": 0.2})) == (
+        "fails", pytest.approx(-10))
+
+
+def test_above_all_within_and_scope_together() -> None:
+    agg = table1()
+    above = {"type": "above_all", "metric": "weighted_final", "methods": ["federico"],
+             "baselines": ["local", "fedavg"]}
+    # pairs: (local) +5, -2; (fedavg) +30, +10 -> fails at -2
+    frame = evaluate(agg, above)
+    assert one(frame) == ("fails", pytest.approx(-2.0))
+    assert frame["numbers"].iloc[0] == ("federico vs best of local, fedavg: "
+                                        "p2 90.0 vs 85.0 (local); p4 80.0 vs 82.0 (local)")
+    # 'any' column per pair: local +5 (p2), fedavg +30 (p2) -> holds by the smaller, 5
+    assert one(evaluate(agg, {**above, "quantifier": "any"})) == ("holds", pytest.approx(5.0))
+    within = {"type": "within", "metric": "weighted_final", "methods": ["federico", "fedavg"],
+              "reference": "local", "tolerance": 3.0}
+    # |90-85| = 5, |80-82| = 2, |60-85| = 25, |70-82| = 12 -> 3 - 25 = -22
+    assert one(evaluate(agg, within)) == ("fails", pytest.approx(-22.0))
+    within = {**within, "methods": ["federico"], "tolerance": 5.0}
+    assert one(evaluate(agg, within)) == ("holds", pytest.approx(0.0))  # 5 - 5 holds at 0
+    # together: one row over two experiments, columns from both
+    other = final_run("federico", 0.5, experiment="exp2")
+    other2 = final_run("local", 0.6, experiment="exp2")
+    agg2 = pd.concat([agg, other, other2], ignore_index=True)
+    frame = evaluate(agg2, {**COMPARE, "quantifier": "any"}, experiments=["exp", "exp2"],
+                     scope="together")
+    assert frame["experiment"].tolist() == ["exp + exp2"]
+    assert one(frame) == ("holds", pytest.approx(5.0))
+    frame = evaluate(agg2, COMPARE, experiments=["exp", "exp2"], scope="together")
+    assert one(frame) == ("fails", pytest.approx(-10.0))  # exp2: 50 - 60
+
+
+def test_trend_over_numbers_of_distributions() -> None:
+    agg = table1()
+    trend = {"type": "trend", "metric": "weighted_final", "method": "fedavg",
+             "direction": "decreasing"}
+    # fedavg: 2 distributions 60 -> 4 distributions 70: increasing, so decreasing fails by 10
+    frame = evaluate(agg, trend)
+    assert one(frame) == ("fails", pytest.approx(-10.0))
+    assert "2 distributions 60.0 -> 4 distributions 70.0" in frame["numbers"].iloc[0]
+    assert one(evaluate(agg, {**trend, "direction": "increasing"})) == (
+        "holds", pytest.approx(10.0))
+    # one number of distributions only: missing
+    assert one(evaluate(agg[agg["partition"] == "p2"], trend))[0] == "missing"
+
+
+# --------------------------------------------------------------------------- weight checks
+#: 4 clients, distributions 0, 0, 1, 1. Row i: client i's weights on peers 0..3.
+FINAL = [[0.5, 0.3, 0.1, 0.1],   # same distribution: 0.5 + 0.3 = 0.8; peak 0.5
+         [0.2, 0.6, 0.2, 0.0],   # 0.8; peak 0.6
+         [0.0, 0.0, 0.7, 0.3],   # 1.0; peak 0.7
+         [0.1, 0.1, 0.4, 0.4]]   # 0.8; peak 0.4
+EARLY = np.full((4, 4), 0.25)
+
+
+def weights_run(method: str = "federico", final: Any = FINAL, groups: Sequence[int] = (0, 0, 1, 1),
+                **kw: Any) -> pd.DataFrame:
+    n = len(groups)
+    return make_run(method, {0: [0.1] * n, 2: [0.5] * n}, groups=groups,
+                    weights={0: EARLY, 1: EARLY, 2: final}, **kw)
+
+
+def test_weight_mass_by_hand() -> None:
+    agg = weights_run()
+    check = {"type": "weight_mass", "method": "federico", "threshold": 0.8}
+    # mean of 0.8, 0.8, 1.0, 0.8 = 0.85 -> +0.05
+    frame = evaluate(agg, check)
+    assert one(frame) == ("holds", pytest.approx(0.05))
+    assert frame["unit"].iloc[0] == "weight"
+    assert one(evaluate(agg, {**check, "threshold": 0.9})) == ("fails", pytest.approx(-0.05))
+    # itself excluded: 0.3, 0.2, 0.3, 0.4 -> 0.3
+    assert one(evaluate(agg, {**check, "threshold": 0.3, "include_self": False})) == (
+        "holds", pytest.approx(0.0))
+    # two runs averaged: the second all-one-hot on itself (mass 1) -> (0.85 + 1) / 2
+    agg2 = pd.concat([agg, weights_run(final=np.eye(4), split_seed=1)], ignore_index=True)
+    assert one(evaluate(agg2, check)) == ("holds", pytest.approx(0.925 - 0.8))
+    # no distribution ids (IID): missing
+    frame = evaluate(weights_run(groups=(-1, -1, -1, -1)), check)
+    assert one(frame)[0] == "missing" and "distribution id" in frame["numbers"].iloc[0]
+    # a method without weight rows: missing
+    frame = evaluate(agg, {**check, "method": "fedem"})
+    assert one(frame)[0] == "missing" and "no weight rows of fedem" in frame["numbers"].iloc[0]
+
+
+def test_group_contrast_by_hand() -> None:
+    # within (i != j, same distribution): w01 0.3, w10 0.2, w23 0.3, w32 0.4 -> 0.3
+    # across: 0.1 0.1 0.2 0.0 0.0 0.0 0.1 0.1 -> 0.6 / 8 = 0.075
+    frame = evaluate(weights_run(), {"type": "group_contrast", "method": "federico"})
+    assert one(frame) == ("holds", pytest.approx(0.3 - 0.075))
+    assert "within 0.3 vs across 0.075" in frame["numbers"].iloc[0]
+    flipped = np.array(FINAL)[:, [2, 3, 0, 1]]  # weight moved to the other distribution
+    assert one(evaluate(weights_run(final=flipped),
+                        {"type": "group_contrast", "method": "federico"}))[0] == "fails"
+    # every client alone in its distribution: no within pairs -> missing
+    assert one(evaluate(weights_run(groups=(0, 1, 2, 3)),
+                        {"type": "group_contrast", "method": "federico"}))[0] == "missing"
+
+
+def test_weight_compare_peak_and_variation() -> None:
+    agg = pd.concat([weights_run("federico_accumulative", final=np.eye(4)), weights_run()],
+                    ignore_index=True)
+    peak = {"type": "weight_compare", "statistic": "peak", "a": "federico_accumulative",
+            "b": "federico", "op": ">"}
+    # peaks: one-hot 1.0; FINAL (0.5 + 0.6 + 0.7 + 0.4) / 4 = 0.55 -> +0.45
+    assert one(evaluate(agg, peak)) == ("holds", pytest.approx(0.45))
+    # variation: rounds 0 -> 1 no change; 1 -> 2 mean |w - 0.25|
+    # eye: (4 * 0.75 + 12 * 0.25) / 16 = 0.375
+    # FINAL: |.25|.05|.15|.15| + |.05|.35|.05|.25| + |.25|.25|.45|.05| + |.15|.15|.15|.15|
+    #        = 0.6 + 0.7 + 1.0 + 0.6 = 2.9 -> 2.9 / 16 = 0.18125
+    variation = {**peak, "statistic": "variation", "op": "<"}
+    assert one(evaluate(agg, variation)) == ("fails", pytest.approx(0.18125 - 0.375))
+
+
+def test_components_used_and_distribution_filter() -> None:
+    # FedEM-like: 4 clients of 4 distributions, 4 components; top components 3, 3, 1, 3
+    mixture = [[0.1, 0.1, 0.1, 0.7], [0.0, 0.2, 0.0, 0.8], [0.1, 0.6, 0.2, 0.1],
+               [0.3, 0.0, 0.0, 0.7]]
+    agg = pd.concat([
+        weights_run("fedem", final=mixture, groups=(0, 1, 2, 3), partition="p4"),
+        weights_run("fedem", final=np.eye(4), groups=(0, 0, 1, 1), partition="p2"),
+    ], ignore_index=True)
+    check = {"type": "components_used", "method": "fedem", "distributions": [4]}
+    frame = evaluate(agg, check)
+    assert one(frame) == ("holds", pytest.approx(4 - 2))  # 2 components used of 4
+    assert frame["unit"].iloc[0] == "components"
+    # without the filter p2 counts too: 4 components used for 2 distributions -> -2
+    assert one(evaluate(agg, {"type": "components_used", "method": "fedem"})) == (
+        "fails", pytest.approx(-2.0))
+    # a filter no column matches: missing
+    frame = evaluate(agg, {**check, "distributions": [5]})
+    assert one(frame)[0] == "missing" and "no column with 5 distributions" in \
+        frame["numbers"].iloc[0]
+
+
+# --------------------------------------------------------------------------- rows, writing, CLI
+def test_rows_without_experiments_and_planned_claims() -> None:
+    claims = parse_claims({"claims": [
+        _claim(experiments={"paper": [], "cpu": ["exp"]}),
+        _claim(id="later", planned=True, experiments={"paper": ["fedmix_x"], "cpu": []}),
+    ]})
+    frame = evaluate_claims(claims, table1(), "paper")
+    assert frame["status"].tolist() == ["missing", "missing"]
+    assert frame["experiment"].tolist() == ["", "fedmix_x"]
+    assert frame["numbers"].iloc[0] == "no experiment at the paper scale"
+    assert frame["numbers"].iloc[1].startswith("planned experiment; ")
+    assert list(frame.columns) == list(COLUMNS)
+    with pytest.raises(ValueError, match="unknown scale"):
+        evaluate_claims(claims, None, "gpu")
+
+
+def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
+    frame = evaluate(table1(), COMPARE, {**COMPARE, "a": "fedavg", "op": "<"},
+                     {**COMPARE, "b": "fedem"})
+    write_claims(frame, tmp_path / "c.md", tmp_path / "c.csv", scale="paper")
+    csv = pd.read_csv(tmp_path / "c.csv")
+    assert csv["status"].tolist() == ["fails", "holds", "missing"]
+    assert csv["margin"].tolist()[:2] == [pytest.approx(-2.0), pytest.approx(12.0)]
+    assert math.isnan(csv["margin"].iloc[2])  # an empty cell
+    assert list(csv.columns) == list(COLUMNS)
+    md = (tmp_path / "c.md").read_text()
+    assert "1 holds, 1 fails, 1 missing of 3 rows." in md
+    assert "| **fails** | -2.00 pp |" in md and "| holds | +12.00 pp |" in md
+    assert "| missing | — |" in md
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_cli_claims(tmp_path: Path) -> None:
+    agg = tmp_path / "exp.parquet"
+    table1().to_parquet(agg, index=False)
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump({"claims": [
+        _claim(check={**COMPARE, "a": "fedavg", "op": "<"}),
+        _claim(id="y", experiments={"paper": ["nope"], "cpu": []})]}))
+    labels = json.dumps({"partitions": {"p2": "2 distributions"}, "experiments": {}})
+    md, csv = tmp_path / "out/c.md", tmp_path / "out/c.csv"
+    assert main(["claims", "--claims", str(claims), "--scale", "paper", "--aggregate",
+                 str(agg), "--labels", labels, "--md", str(md), "--csv", str(csv)]) == 0
+    out = pd.read_csv(csv)
+    assert out["status"].tolist() == ["holds", "missing"]
+    assert out["numbers"].iloc[0] == ("fedavg vs local: 2 distributions 60.0 vs 85.0; "
+                                      "p4 70.0 vs 82.0")
+    # no aggregate at all: every row missing
+    assert main(["claims", "--claims", str(claims), "--scale", "paper", "--aggregate",
+                 "--md", str(md), "--csv", str(csv)]) == 0
+    assert set(pd.read_csv(csv)["status"]) == {"missing"}
+    claims.write_text("claims: [{id: x}]\n")
+    assert main(["claims", "--claims", str(claims), "--scale", "paper",
+                 "--md", str(md), "--csv", str(csv)]) == 1
+
+
+# --------------------------------------------------------------------------- workflow
+def tiny(**experiment: Any) -> dict[str, Any]:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["experiments"]["tiny"].update(experiment)
+    return raw
+
+
+def test_claims_targets_inputs_and_scale() -> None:
+    claims = parse_claims({"claims": [
+        _claim(experiments={"paper": ["tiny", "absent"], "cpu": ["tiny_cpu"]})]})
+    cfg = parse(tiny())
+    assert "results/tables/claims.md" in W.all_targets(cfg, claims)
+    assert "results/tables/claims.csv" in W.all_targets(cfg, claims)
+    assert not any("claims" in t for t in W.all_targets(cfg))  # no claims given
+    assert W.claims_inputs(cfg, claims, "claims") == ["results/aggregate/tiny.parquet"]
+    assert W.claims_inputs(cfg, claims, "claims_cpu") == []
+    assert W.claims_scale("claims_cpu") == "cpu" and W.claims_scale("claims") == "paper"
+    with pytest.raises(ValueError, match="unknown claims table"):
+        W.claims_scale("claims_gpu")
+    # the claims name no experiment of this config: no claims table
+    other = parse_claims({"claims": [_claim()]})
+    assert W.claims_targets(cfg, other) == []
+    # CPU scale: the cpu table
+    raw = tiny(scale="cpu")
+    raw["scale"] = "cpu"
+    raw["experiments"]["tiny_cpu"] = raw["experiments"].pop("tiny")
+    assert W.claims_targets(parse(raw), claims) == ["results/tables/claims_cpu.md",
+                                                    "results/tables/claims_cpu.csv"]
+    raw["experiments"]["claims_cpu"] = raw["experiments"]["tiny_cpu"]
+    with pytest.raises(ValueError, match="reserved for the claims tables"):
+        W.claims_targets(parse(raw), claims)
+
+
+
+def test_float_rounding_ties_count_as_zero() -> None:
+    # equal accuracies that differ by float rounding only: a strict '>' is not met
+    a = final_run("federico", 0.9)
+    b = final_run("local", 0.9)
+    b.loc[b["metric"] == TEST_ACCURACY, "value"] += 1e-10  # 1e-8 points
+    assert one(evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<"})) == (
+        "fails", 0.0)
+    assert one(evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<="})) == (
+        "holds", 0.0)

@@ -1,0 +1,70 @@
+"""Distance figure: same-distribution vs other pairs by hand, the files, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_plots import assert_figure_files, make_run
+
+from pflrepro.reporting.distances import OTHER, SAME, distance_curves, plot_distances
+from pflrepro.results import MODEL_DISTANCE, MetricLog
+
+
+def _with_distances(run: pd.DataFrame, matrices: dict[int, np.ndarray]) -> pd.DataFrame:
+    log = MetricLog()
+    for round_, matrix in matrices.items():
+        log.add_matrix(round_, MODEL_DISTANCE, matrix)
+    config = run.iloc[0][["experiment", "dataset", "partition", "method", "algorithm",
+                          "params", "split_seed", "train_seed", "package_version",
+                          "git_revision"]].to_dict()
+    return pd.concat([run, log.to_frame(config)], ignore_index=True)
+
+
+# clients 0, 1 in distribution 0, client 2 in distribution 1
+D1 = np.array([[0.0, 1.0, 4.0], [1.0, 0.0, 6.0], [4.0, 6.0, 0.0]])
+D2 = np.array([[0.0, 2.0, 8.0], [2.0, 0.0, 10.0], [8.0, 10.0, 0.0]])
+
+
+def _aggregate() -> pd.DataFrame:
+    runs = []
+    for seed, scale in ((0, 1.0), (1, 3.0)):
+        run = make_run({1: [0.5, 0.5, 0.5], 2: [0.6, 0.6, 0.6]}, n_test=(1, 1, 1),
+                       method="fedamp", split_seed=seed, groups=[0, 0, 1])
+        runs.append(_with_distances(run, {1: scale * D1, 2: scale * D2}))
+    runs.append(make_run({1: [0.5, 0.5, 0.5]}, n_test=(1, 1, 1), method="fedavg",
+                         groups=[0, 0, 1]))
+    return pd.concat(runs, ignore_index=True)
+
+
+def test_curves_by_hand():
+    curves = distance_curves(_aggregate()).set_index(["round", "pairs"])
+    assert set(curves["method"]) == {"fedamp"}  # fedavg logs no distances
+    # round 1, seed 0: same pairs (0,1),(1,0) -> 1; other (0,2),(2,0),(1,2),(2,1) -> 5
+    # seed 1 is three times that; the mean over the two runs is twice seed 0
+    assert curves.loc[(1, SAME), "mean"] == pytest.approx(2.0)
+    assert curves.loc[(1, OTHER), "mean"] == pytest.approx(10.0)
+    assert curves.loc[(2, SAME), "mean"] == pytest.approx(4.0)
+    assert curves.loc[(2, OTHER), "mean"] == pytest.approx(18.0)
+    assert (curves["runs"] == 2).all()
+
+
+def test_plot_writes_both_files(tmp_path):
+    # the experiment's method order may name methods that log no distances
+    curves = plot_distances(_aggregate(), tmp_path / "d.pdf", tmp_path / "d.png",
+                            methods_order=["fedavg", "fedamp"])
+    assert_figure_files(tmp_path / "d.pdf", tmp_path / "d.png")
+    assert len(curves) == 4
+
+
+def test_no_distances_raises(tmp_path):
+    agg = make_run({1: [0.5, 0.5, 0.5]}, n_test=(1, 1, 1), method="fedavg", groups=[0, 0, 1])
+    with pytest.raises(ValueError, match="FedAMP"):
+        plot_distances(agg, tmp_path / "d.pdf", tmp_path / "d.png")
+
+
+def test_missing_groups_raise():
+    agg = _aggregate()
+    agg = agg[agg["metric"] != "group"]
+    with pytest.raises(ValueError, match="distributions"):
+        distance_curves(agg)
