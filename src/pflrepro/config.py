@@ -12,16 +12,20 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pflrepro.algorithms.registry import algorithm_info, parse_hyper
 from pflrepro.codedigest import digest_files, import_closure, module_file
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
+from pflrepro.models import check_model_options
 from pflrepro.training import TrainingConfig
 
 SCALES = ("paper", "cpu")
@@ -283,13 +287,99 @@ def partition_code_digest(scheme: str) -> str:
                     Path(inspect.getsourcefile(PARTITIONERS[scheme]) or "")])
 
 
+#: Training keys that must be finite numbers, and whether 0 is allowed.
+_FINITE_TRAINING = {"lr": False, "momentum": True}
+
+
+def _check_training_values(values: Mapping[str, Any], where: str) -> None:
+    """Types and finiteness of the training keys given in ``values``."""
+    for f in dataclasses.fields(TrainingConfig):
+        if f.name not in values:
+            continue
+        value = values[f.name]
+        if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{where}.{f.name}: must be an integer, got {value!r}")
+        if f.type == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{where}.{f.name}: must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}.{f.name}: must be a finite number, got {value!r}")
+            if f.name in _FINITE_TRAINING and (
+                    value < 0 or (value == 0 and not _FINITE_TRAINING[f.name])):
+                bound = ">= 0" if _FINITE_TRAINING[f.name] else "> 0"
+                raise ConfigError(f"{where}.{f.name}: must be {bound}, got {value!r}")
+
+
 def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: str
               ) -> TrainingConfig:
+    _check_training_values(override, where)
     merged = {**defaults, **override}
     try:
-        return TrainingConfig.from_mapping(merged)
+        training = TrainingConfig.from_mapping(merged)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{where}: {err}") from err
+    # Name the section the bad options come from (top-level defaults or the experiment).
+    at = where if {"model", "model_options"} & set(override) else "training"
+    try:
+        check_model_options(training.model, training.model_options)
+    except ValueError as err:
+        raise ConfigError(f"{at}.{err}" if str(err).startswith("model_options")
+                          else f"{at}.model: {err}") from err
+    return training
+
+
+def _unique(values: list[Any], where: str) -> None:
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ConfigError(f"{where}: {v!r} is listed twice")
+        seen.add(v)
+
+
+def _seeds(spec: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
+    values = list(spec.get(key, [0]) or [])
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{where}.{key}: seeds must be integers >= 0, got {v!r}")
+    _unique(values, f"{where}.{key}")
+    return tuple(values)
+
+
+#: Partition parameters that may not exceed the data set's number of labels.
+_LABEL_BOUNDED = ("groups", "classes_per_client")
+#: Schemes whose ``groups`` are label sets (not rotations or permutations).
+_LABEL_GROUP_SCHEMES = ("label_groups", "practical")
+
+
+def _check_partition_fits(p: Partitioner, dataset: str, where: str) -> None:
+    """Reject a partition its data set cannot give, using the catalog's declared sizes."""
+    source = DATASETS[dataset]
+    per_client = max(2, int(getattr(p, "min_samples", 2)))
+    need = p.clients * per_client
+    if p.max_samples and p.max_samples < need:
+        raise ConfigError(f"{where}.max_samples: {p.max_samples} samples cannot give "
+                          f"{p.clients} clients {per_client} each (one train, one test); "
+                          f"need max_samples >= {need}")
+    n = source.num_samples
+    if n is not None and need > n:
+        raise ConfigError(f"{where}.clients: data set {dataset!r} has {n} samples, too few "
+                          f"for {p.clients} clients with {per_client} each")
+    classes = source.num_classes
+    if classes is None:
+        return
+    for key in _LABEL_BOUNDED:
+        if key == "groups" and p.scheme not in _LABEL_GROUP_SCHEMES:
+            continue
+        value = getattr(p, key, None)
+        if isinstance(value, int) and value > classes:
+            raise ConfigError(f"{where}.{key}: {value} exceeds the {classes} labels of "
+                              f"data set {dataset!r}")
+
+
+def _check_method_params(method: MethodConfig, where: str) -> None:
+    for key, value in method.params.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}.{key}: must be a finite number, got {value!r}")
 
 
 def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
@@ -310,8 +400,10 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         except ValueError as err:
             raise ConfigError(f"methods.{name}: {err}") from err
         methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)
+        _check_method_params(methods[name], f"methods.{name}")
 
     defaults = raw.get("training", {}) or {}
+    _check_training_values(defaults, "training")
     experiments: dict[str, ExperimentConfig] = {}
     for name, spec in (raw.get("experiments") or {}).items():
         where = f"experiments.{name}"
@@ -333,18 +425,21 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         ids = [p.id for p in partitions]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{where}.partitions: the same partition is listed twice")
+        for i, p in enumerate(partitions):
+            _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
         for m in spec.get("methods", []):
             if m not in methods:
                 raise ConfigError(f"{where}.methods: unknown method {m!r}; "
                                   f"defined under 'methods': {sorted(methods)}")
+        _unique(list(spec.get("methods", [])), f"{where}.methods")
         experiments[name] = ExperimentConfig(
             name=name,
             description=str(spec.get("description", "")),
             dataset=dataset,
             partitions=tuple(partitions),
             methods=tuple(spec.get("methods", [])),
-            split_seeds=tuple(int(s) for s in spec.get("split_seeds", [0])),
-            train_seeds=tuple(int(s) for s in spec.get("train_seeds", [0])),
+            split_seeds=_seeds(spec, "split_seeds", where),
+            train_seeds=_seeds(spec, "train_seeds", where),
             training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
             resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
             scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
@@ -357,6 +452,15 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             seed_pairing=str(spec.get("seed_pairing", "grid")),
         )
         exp = experiments[name]
+        for m in exp.methods:
+            info = algorithm_info(methods[m].algorithm)
+            t = exp.training
+            if info.requires_plain_sgd and (t.optimizer != "sgd" or t.momentum != 0):
+                raise ConfigError(
+                    f"{where}.training.optimizer: method {m!r} (algorithm {info.name}) "
+                    f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
+                    f"{t.optimizer!r}, "
+                    f"momentum {t.momentum}")
         clients = min((p.clients for p in exp.partitions), default=0)
         if exp.focus_client >= clients:
             raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
@@ -381,9 +485,14 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             metric=_choice(spec.get("metric", "weighted_final"), TABLE_METRICS,
                            f"{where}.metric"),
             scale=scales.pop())
+    scale = _choice(raw.get("scale", "paper"), SCALES, "scale")
+    if not any(exp.scale == scale for exp in experiments.values()):
+        scales = ", ".join(f"{n}: {e.scale}" for n, e in experiments.items())
+        raise ConfigError(f"scale: no experiment has scale {scale!r}, so there is nothing to "
+                          f"build; the experiments' scales are {{{scales}}} (set the top-level "
+                          f"'scale' or an experiment's 'scale')")
     return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
-                          tables=tables, scale=_choice(raw.get("scale", "paper"), SCALES,
-                                                       "scale"))
+                          tables=tables, scale=scale)
 
 
 def _public(spec: Mapping[str, Any] | None, where: str) -> PublicConfig | None:
@@ -407,3 +516,141 @@ def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
 def canonical_json(obj: Any) -> str:
     """Compact JSON with sorted keys (stable across runs, used as a Snakemake param)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------- config files
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key repeated within one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                first = seen.get(key)
+            except TypeError:  # unhashable key: let SafeLoader report it
+                continue
+            if first is not None:
+                mark = key_node.start_mark
+                raise ConfigError(
+                    f"{mark.name}:{mark.line + 1}:{mark.column + 1}: duplicate key {key!r} "
+                    f"(first at line {first.line + 1}); YAML keeps only the last value")
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a config file, as Snakemake does, but strictly.
+
+    Raises :class:`ConfigError` naming the file and line for a YAML syntax error or a
+    duplicate key (plain YAML keeps the last value silently), and naming the file for
+    an empty file or one whose top level is not a mapping.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from err
+    try:
+        data = yaml.load(text, Loader=_loader_for(path))  # noqa: S506 (a SafeLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = " ".join(x for x in (err.context, err.problem) if x)
+        raise ConfigError(f"{where}: YAML syntax error: {what}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: YAML error: {err}") from None
+    if data is None:
+        raise ConfigError(f"{path}: the config file is empty; it needs at least 'methods' "
+                          f"and 'experiments'")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config's top level must be a mapping of keys, got "
+                          f"{type(data).__name__}")
+    return data
+
+
+def _loader_for(path: Path) -> type[yaml.SafeLoader]:
+    def named(stream: str) -> yaml.SafeLoader:
+        loader = _UniqueKeyLoader(stream)
+        loader.name = str(path)
+        return loader
+
+    return named  # type: ignore[return-value]
+
+
+def check_config_files(paths: Iterable[str | Path], missing_ok: bool = True) -> None:
+    """Re-read each config file strictly (:func:`load_config_file`); skip missing ones."""
+    for path in paths:
+        if missing_ok and not Path(path).exists():
+            continue
+        load_config_file(path)
+
+
+# ----------------------------------------------------------------------- the schema
+def _where(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _schema_message(error: Any) -> str:
+    where = _where(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties") or {})
+        unknown = sorted(set(error.instance) - set(known), key=str)
+        place = where or "config top level"
+        return (f"unknown key {', '.join(repr(k) for k in unknown)} at {place}; "
+                f"known: {', '.join(known)}")
+    if error.validator == "propertyNames":
+        return f"{where or 'config top level'}: key {_short(error.instance)} is not allowed"
+    if error.validator == "enum":
+        return (f"{where}: {_short(error.instance)} is not one of "
+                f"{', '.join(map(str, error.validator_value))}")
+    if error.validator == "required":
+        return f"{where or 'config top level'}: {error.message}"
+    message = error.message
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{where or 'config top level'}: {message}"
+
+
+def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> None:
+    """Validate ``raw`` against the config schema; one short message naming the key.
+
+    ``schema`` is the schema, the path of its YAML file, or None for
+    :func:`pflrepro.schema.build_schema`. Unlike ``snakemake.utils.validate`` the
+    message never prints the schema itself.
+    """
+    import jsonschema
+
+    if schema is None:
+        from pflrepro.schema import build_schema
+
+        schema = build_schema()
+    elif isinstance(schema, str | Path):
+        schema = yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"the config's top level must be a mapping, got {type(raw).__name__}")
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = list(validator.iter_errors(raw))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    # Inside if/then cases, report the deepest error (the bad hyperparameter itself).
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    raise ConfigError(_schema_message(error))
+
+
+def check(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+    """:func:`check_schema`, then :func:`parse`: what ``common.smk`` does."""
+    check_schema(raw, schema)
+    return parse(raw)

@@ -70,7 +70,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     """
     cls = get_algorithm(spec.algorithm)
     hyper = parse_hyper(cls, spec.params)
-    dataset = load_dataset(data_dir)
+    dataset = load_dataset(data_dir, verify=True)  # sha256 of both arrays vs meta.json
     partition, pmeta = read_partition(str(partition_path))
     if pmeta.get("dataset") not in (None, spec.dataset):
         raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "

@@ -49,9 +49,9 @@ def _training_schema() -> dict[str, Any]:
         if f.name == "model_options":
             entry: dict[str, Any] = {"type": "object"}
         elif f.name == "model":
-            from pflrepro.models import MODELS
+            from pflrepro.models import MODEL_OPTIONS
 
-            entry = {"type": "string", "enum": sorted(MODELS)}
+            entry = {"type": "string", "enum": sorted(MODEL_OPTIONS)}
         elif f.name in ("optimizer",):
             entry = {"type": "string", "enum": ["adam", "sgd"]}
         elif f.name == "device":

@@ -104,3 +104,43 @@ def test_train_threads_write_the_same_bytes(digits: Path, tmp_path: Path,
                      str(threads)]) == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("damage", ["flip_x", "zero_meta_sha"])
+def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 damage: str) -> None:
+    import shutil
+
+    good_part = tmp_path / "good.parquet"
+    assert main(["partition", "--data", str(digits), "--dataset", "digits", "--spec",
+                 json.dumps({"scheme": "iid", "clients": 2}), "--seed", "0",
+                 "--out", str(good_part)]) == 0
+    data = tmp_path / "digits"
+    shutil.copytree(digits, data)
+    if damage == "flip_x":
+        raw = bytearray((data / "x.npy").read_bytes())
+        for i in range(16):
+            raw[len(raw) // 2 + i] ^= 0xFF
+        (data / "x.npy").write_bytes(bytes(raw))
+    else:
+        meta = json.loads((data / "meta.json").read_text())
+        (data / "meta.json").write_text(json.dumps({**meta, "x_sha256": "0" * 64}))
+    capsys.readouterr()
+    part = tmp_path / "p.parquet"
+    assert main(["partition", "--data", str(data / "meta.json"), "--dataset", "digits",
+                 "--spec", json.dumps({"scheme": "iid", "clients": 2}), "--seed", "0",
+                 "--out", str(part)]) == 1
+    err = capsys.readouterr().err
+    assert f"{data / 'x.npy'}: sha256" in err and f"delete the folder {data}/" in err
+    assert not part.exists()
+    run_spec = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
+                "algorithm": "fedavg", "params": {}, "split_seed": 0, "train_seed": 0,
+                "training": {"rounds": 1, "model": "mlp", "model_options": {"hidden": []},
+                             "device": "cpu"}}
+    out = tmp_path / "run.parquet"
+    assert main(["train", "--spec", json.dumps(run_spec), "--data", str(data),
+                 "--partition", str(good_part), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{data / 'x.npy'}: sha256" in err and f"delete the folder {data}/" in err
+    assert not out.exists()

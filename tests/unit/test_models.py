@@ -59,3 +59,15 @@ def test_model_with_buffers_rejected(monkeypatch):
 
 def test_registry_names():
     assert set(MODELS) >= {"mlp", "cnn"}
+
+
+def test_declared_options_match_the_builders():
+    """MODEL_OPTIONS (what the config check reads) names exactly each builder's options."""
+    import inspect
+
+    from pflrepro.models import MODEL_OPTIONS
+
+    assert set(MODEL_OPTIONS) == set(MODELS)
+    for name, builder in MODELS.items():
+        params = set(inspect.signature(builder).parameters) - {"in_shape", "num_classes"}
+        assert params == set(MODEL_OPTIONS[name]), name

@@ -3,7 +3,13 @@ import json
 import numpy as np
 import pytest
 
-from pflrepro.data.store import channel_stats, load_dataset, load_extras, write_dataset
+from pflrepro.data.store import (
+    CorruptDataset,
+    channel_stats,
+    load_dataset,
+    load_extras,
+    write_dataset,
+)
 
 
 def toy(n: int = 50, shape=(3, 4, 4), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -39,9 +45,49 @@ def test_checksum_failure_on_tampered_file(tmp_path):
     raw = bytearray((tmp_path / "x.npy").read_bytes())
     raw[-1] ^= 0xFF  # flip the last pixel
     (tmp_path / "x.npy").write_bytes(bytes(raw))
-    load_dataset(tmp_path)  # without verify the change goes unnoticed
-    with pytest.raises(ValueError, match="x.npy: sha256"):
+    load_dataset(tmp_path, verify=False)  # only an explicit opt-out skips the check
+    with pytest.raises(CorruptDataset, match="x.npy: sha256"):
         load_dataset(tmp_path, verify=True)
+
+
+def _flip_x(directory, n=16):
+    raw = bytearray((directory / "x.npy").read_bytes())
+    for i in range(n):
+        raw[len(raw) // 2 + i] ^= 0xFF
+    (directory / "x.npy").write_bytes(bytes(raw))
+
+
+def test_flipped_bytes_refused_by_default_naming_file_and_fix(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path / "toy", x, y, name="toy", num_classes=5, max_value=255,
+                  source="test")
+    _flip_x(tmp_path / "toy")
+    with pytest.raises(CorruptDataset) as err:
+        load_dataset(tmp_path / "toy" / "meta.json")
+    message = str(err.value)
+    assert str(tmp_path / "toy" / "x.npy") in message
+    assert f"delete the folder {tmp_path / 'toy'}/ and rerun" in message
+
+
+@pytest.mark.parametrize("key", ["x_sha256", "y_sha256"])
+def test_zeroed_sha256_in_meta_refused(tmp_path, key):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, key: "0" * 64}))
+    with pytest.raises(CorruptDataset, match=f"{key[0]}.npy: sha256 .*records 0{{64}}"):
+        load_dataset(tmp_path)
+
+
+def test_unreadable_meta_or_missing_array_names_the_fix(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    (tmp_path / "y.npy").unlink()
+    with pytest.raises(CorruptDataset, match="y.npy is missing; .*delete the folder"):
+        load_dataset(tmp_path)
+    (tmp_path / "meta.json").write_text("{ not json")
+    with pytest.raises(CorruptDataset, match="meta.json cannot be read.*delete the folder"):
+        load_dataset(tmp_path)
 
 
 def test_missing_and_mismatched(tmp_path):

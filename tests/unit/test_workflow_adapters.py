@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 import pflrepro.workflow as W
-from pflrepro.config import parse
+from pflrepro.config import ConfigError, parse
 
 REPO = Path(__file__).resolve().parents[2]
 CFG = parse(yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text()))
@@ -43,7 +43,9 @@ def test_figures_and_scale_select_targets() -> None:
     assert figures == ["figures/tiny-client2-accuracy.pdf", "figures/tiny-client2-accuracy.png",
                        "figures/tiny-client2-weights.pdf", "figures/tiny-client2-weights.png"]
     raw["experiments"]["tiny"]["scale"] = "cpu"
-    assert W.all_targets(parse(raw)) == []  # the config's scale is 'paper'
+    # the config's scale is 'paper' and no experiment has it: nothing would be built
+    with pytest.raises(ConfigError, match=r"scale: no experiment has scale 'paper'.*tiny: cpu"):
+        parse(raw)
     raw["scale"] = "cpu"
     assert "results/tables/tiny.md" in W.all_targets(parse(raw))
 

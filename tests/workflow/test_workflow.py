@@ -153,6 +153,18 @@ def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
     (lambda c: c["experiments"]["tiny"].update(methods=["local", "fedsgd"]), "fedsgd"),
     (lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet"),
     (lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20), "groups"),
+    (lambda c: c.update(colour="blue"),
+     "unknown key 'colour' at config top level; known: data, experiments"),
+    (lambda c: c["training"]["model_options"].update(hidden="abc"),
+     "training.model_options.hidden (model 'mlp')"),
+    (lambda c: c["training"].update(lr=float("inf")), "training.lr: must be a finite number"),
+    (lambda c: c["experiments"]["tiny"].update(methods=["fedavg", "fedavg"]),
+     "experiments.tiny.methods: 'fedavg' is listed twice"),
+    (lambda c: c["experiments"]["tiny"].update(train_seeds=[0, 0]),
+     "experiments.tiny.train_seeds: 0 is listed twice"),
+    (lambda c: c.update(scale="cpu"), "scale: no experiment has scale 'cpu'"),
+    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
+     "experiments.tiny.partitions[0].max_samples"),
 ])
 def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
     config = yaml.safe_load(TINY.read_text())
@@ -164,3 +176,15 @@ def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -
     assert message in out, out
     assert "rule train" not in out
     assert not (work / "results").exists()
+    assert len(out) < 5000, out  # one short message, never the schema
+
+
+def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -> None:
+    work = new_workdir(tmp_path / "dup")
+    config = work / "config.yaml"
+    config.write_text(config.read_text().replace("  rounds: 3\n", "  rounds: 3\n  rounds: 30\n"))
+    proc = snakemake(work, "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert f"{config}:5:3: duplicate key 'rounds'" in out, out
+    assert "rule train" not in out

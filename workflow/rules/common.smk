@@ -2,7 +2,7 @@
 # Logic lives in the pflrepro package; this file only adapts it to Snakemake.
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 import os
 
@@ -12,9 +12,13 @@ from pflrepro.reporting.claims import ClaimsError, load_claims
 
 min_version("9.0")
 
-validate(config, "../schemas/config.schema.yaml", set_default=False)
+# Snakemake has already read the config files (config.yaml, --configfile files, the
+# profile's configfile) with plain YAML, where a repeated key silently keeps the last
+# value: re-read them strictly, then check the merged config against the schema (a
+# short message naming the key) and parse it (references, sizes, per-model options).
 try:
-    CFG = C.parse(config)
+    C.check_config_files(workflow.configfiles)
+    CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 

@@ -249,6 +249,9 @@ class AlgorithmInfo:
     summary: str
     Hyper: type = NoHyper
     module: str = ""
+    #: The algorithm presumes plain SGD (``training.optimizer: sgd``, ``momentum: 0``);
+    #: the config check rejects any other optimiser at parse time.
+    requires_plain_sgd: bool = False
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.Hyper):
@@ -294,7 +297,7 @@ INFOS: Mapping[str, AlgorithmInfo] = _infos(
     AlgorithmInfo("local", "Local training only, no collaboration (FedeRiCo 'Local', FedAMP "
                   "'Separate')."),
     AlgorithmInfo("scaffold", "SCAFFOLD (Karimireddy et al. 2020): control variates against "
-                  "client drift.", ScaffoldHyper),
+                  "client drift.", ScaffoldHyper, requires_plain_sgd=True),
 )
 
 

@@ -514,12 +514,16 @@ register_dataset(DatasetSource(
                 "train+test pooled. Local Debian copy or official hosts.",
     prepare=prepare_fashion_mnist,
     default_mirrors=FASHION_MNIST_MIRRORS,
+    num_samples=70_000,
+    num_classes=10,
 ))
 register_dataset(DatasetSource(
     name="mnist",
     description="MNIST: 70,000 real 28x28 handwritten digits, 10 classes; train+test pooled.",
     prepare=prepare_mnist,
     default_mirrors=MNIST_MIRRORS,
+    num_samples=70_000,
+    num_classes=10,
 ))
 register_dataset(DatasetSource(
     name="emnist",
@@ -527,6 +531,8 @@ register_dataset(DatasetSource(
                 "train+test pooled.",
     prepare=prepare_emnist,
     default_mirrors=EMNIST_MIRRORS,
+    num_samples=131_600,
+    num_classes=47,
 ))
 register_dataset(DatasetSource(
     name="cifar10",
@@ -534,6 +540,8 @@ register_dataset(DatasetSource(
                 "train+test pooled.",
     prepare=prepare_cifar10,
     default_mirrors=CIFAR_MIRRORS,
+    num_samples=60_000,
+    num_classes=10,
 ))
 register_dataset(DatasetSource(
     name="cifar100",
@@ -541,16 +549,20 @@ register_dataset(DatasetSource(
                 "train+test pooled.",
     prepare=prepare_cifar100,
     default_mirrors=CIFAR_MIRRORS,
+    num_samples=60_000,
+    num_classes=100,
 ))
 register_dataset(DatasetSource(
     name="femnist",
     description="FEMNIST (LEAF): handwritten characters by writer (natural clients), 62 classes; "
                 "archive built with LEAF and placed by hand (writer.npy).",
     prepare=prepare_femnist,
+    num_classes=FEMNIST_NUM_CLASSES,
 ))
 register_dataset(DatasetSource(
     name="officehome",
     description="Office-Home: 4 domains x 65 classes, resized to 32x32; archive placed by hand "
                 "(domain.npy).",
     prepare=prepare_officehome,
+    num_classes=OFFICEHOME_NUM_CLASSES,
 ))

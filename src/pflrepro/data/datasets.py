@@ -28,6 +28,11 @@ class DatasetSource:
     description: str
     prepare: PrepareFn  # (out_dir, raw_dir, mirrors) -> metadata
     default_mirrors: tuple[str, ...] = ()
+    #: Rows of the prepared data set and its number of labels, where fixed; the config
+    #: check uses them (too many clients, more label groups than labels) at parse time,
+    #: and leaves data sets without them to the partition job.
+    num_samples: int | None = None
+    num_classes: int | None = None
 
 
 DATASETS: dict[str, DatasetSource] = {}
@@ -67,6 +72,8 @@ register_dataset(DatasetSource(
     description="scikit-learn's bundled handwritten digits: 1797 real 8x8 images, 10 classes; "
                 "no download.",
     prepare=_prepare_digits,
+    num_samples=1797,
+    num_classes=10,
 ))
 
 from pflrepro.data import catalog  # noqa: E402,F401  (registers the real data sets)

@@ -11,6 +11,12 @@ A prepared data set is a directory holding
 
 Arrays are plain ``.npy`` files (never pickled) and open memory-mapped, so the
 engine reads a large set once into memory and a small job reads only what it needs.
+
+:func:`load_dataset` checks both arrays against the SHA-256 sums in ``meta.json``
+every time by default (:class:`CorruptDataset` otherwise): hashing is cheap next to
+a training job (about 0.06 s for Fashion-MNIST's 55 MB ``x.npy``, 0.2 s for
+CIFAR-10's 184 MB, on one core with SHA extensions) and, unlike a stamp keyed by
+size and mtime, it also catches bytes changed in place.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ FORMAT_VERSION = 1
 STATS_CHUNK = 8192
 #: Array files that are not extras.
 _CORE_ARRAYS = ("x.npy", "y.npy")
+
+
+class CorruptDataset(ValueError):
+    """A prepared data set whose files do not match its ``meta.json`` (or are unreadable)."""
+
+
+def _fix(directory: Path) -> str:
+    return (f"the prepared data set is damaged; delete the folder {directory}/ and rerun "
+            "(Snakemake then prepares it again)")
 
 
 @dataclass(frozen=True)
@@ -162,30 +177,45 @@ def load_extras(directory: str | Path) -> dict[str, np.ndarray]:
             if path.name not in _CORE_ARRAYS and not path.name.startswith(".")}
 
 
-def load_dataset(directory: str | Path, *, verify: bool = False) -> ArrayDataset:
-    """Open a prepared data set memory-mapped; ``verify`` re-checks both SHA-256 sums.
+def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:
+    """Open a prepared data set memory-mapped, by default after checking both SHA-256 sums.
 
     ``directory`` may also be the data set's ``meta.json`` (what the workflow passes).
+    A sum that differs from ``meta.json``'s, a missing array or an unreadable
+    ``meta.json`` raises :class:`CorruptDataset`, naming the file and the fix.
+    ``verify=False`` skips the sums (only for callers that check them otherwise).
     """
     directory = _directory(directory)
     meta_path = directory / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} not found: prepare the data set first")
-    raw = json.loads(meta_path.read_text(encoding="utf-8"))
-    raw["shape"] = tuple(raw["shape"])
-    raw["mean"] = tuple(raw["mean"])
-    raw["std"] = tuple(raw["std"])
-    meta = DatasetMeta(**raw)
+    try:
+        raw = json.loads(meta_path.read_text(encoding="utf-8"))
+        raw["shape"] = tuple(raw["shape"])
+        raw["mean"] = tuple(raw["mean"])
+        raw["std"] = tuple(raw["std"])
+        meta = DatasetMeta(**raw)
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        raise CorruptDataset(f"{meta_path} cannot be read ({type(exc).__name__}: {exc}); "
+                             f"{_fix(directory)}") from exc
     if meta.format_version != FORMAT_VERSION:
         raise ValueError(f"{directory}: format version {meta.format_version}, expected "
                          f"{FORMAT_VERSION}; prepare the data set again")
+    for fname in _CORE_ARRAYS:
+        if not (directory / fname).is_file():
+            raise CorruptDataset(f"{directory / fname} is missing; {_fix(directory)}")
     if verify:
         for fname, expected in (("x.npy", meta.x_sha256), ("y.npy", meta.y_sha256)):
             actual = _sha256(directory / fname)
             if actual != expected:
-                raise ValueError(f"{directory / fname}: sha256 {actual}, expected {expected}")
-    x = np.load(directory / "x.npy", mmap_mode="r", allow_pickle=False)
-    y = np.load(directory / "y.npy", mmap_mode="r", allow_pickle=False)
+                raise CorruptDataset(f"{directory / fname}: sha256 {actual}, but {meta_path} "
+                                     f"records {expected}; {_fix(directory)}")
+    try:
+        x = np.load(directory / "x.npy", mmap_mode="r", allow_pickle=False)
+        y = np.load(directory / "y.npy", mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:  # not a valid .npy file
+        raise CorruptDataset(f"{directory}: {exc}; {_fix(directory)}") from exc
     if x.shape != (meta.size, *meta.shape) or y.shape != (meta.size,):
-        raise ValueError(f"{directory}: arrays {x.shape}/{y.shape} do not match meta.json")
+        raise CorruptDataset(f"{directory}: arrays {x.shape}/{y.shape} do not match "
+                             f"meta.json; {_fix(directory)}")
     return ArrayDataset(x=x, y=y, meta=meta)
