@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pflrepro.io import atomic_path
+from pflrepro.io import atomic_path, sha256_file
 from pflrepro.results import MetricLog
 
 if TYPE_CHECKING:
@@ -54,21 +54,13 @@ class CorruptCheckpoint(ValueError):
     """A checkpoint file that cannot be trusted or read (the message says why)."""
 
 
-def _file_sha256(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.digest()
-
-
 def write_checkpoint_file(path: Path, payload: Any) -> None:
     """``torch.save`` ``payload`` to ``path`` with its digest trailer, atomically."""
     import torch
 
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-        digest = _file_sha256(tmp)  # the payload is read back from the page cache
+        digest = bytes.fromhex(sha256_file(tmp))  # the payload is read back from the page cache
         with tmp.open("ab") as fh:
             fh.write(MAGIC + digest)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -63,3 +64,12 @@ def write_csv(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write ``frame`` to CSV atomically, without the index."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -50,7 +50,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import quote, unquote, urlparse
 from urllib.request import Request, url2pathname, urlopen
 
-from pflrepro.io import write_text
+from pflrepro.io import sha256_file, write_text
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +119,6 @@ class _Incomplete(DownloadError):
 
 def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in text)
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def content_sha256_file(path: Path) -> str | None:

@@ -21,7 +21,6 @@ size and mtime, it also catches bytes changed in place.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pflrepro.io import atomic_path, write_text
+from pflrepro.io import atomic_path, sha256_file, write_text
 
 FORMAT_VERSION = 1
 #: Images per chunk when computing the normalisation constants.
@@ -73,14 +72,6 @@ class ArrayDataset:
     meta: DatasetMeta
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_dataset(
     directory: str | Path, x: np.ndarray, y: np.ndarray, *, name: str, num_classes: int,
     max_value: int, source: str,
@@ -112,8 +103,8 @@ def write_dataset(
         std=std,
         max_value=int(max_value),
         size=int(len(x)),
-        x_sha256=_sha256(directory / "x.npy"),
-        y_sha256=_sha256(directory / "y.npy"),
+        x_sha256=sha256_file(directory / "x.npy"),
+        y_sha256=sha256_file(directory / "y.npy"),
         source=source,
     )
     write_text(directory / "meta.json", json.dumps(asdict(meta), indent=2) + "\n")
@@ -206,7 +197,7 @@ def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:
             raise CorruptDataset(f"{directory / fname} is missing; {_fix(directory)}")
     if verify:
         for fname, expected in (("x.npy", meta.x_sha256), ("y.npy", meta.y_sha256)):
-            actual = _sha256(directory / fname)
+            actual = sha256_file(directory / fname)
             if actual != expected:
                 raise CorruptDataset(f"{directory / fname}: sha256 {actual}, but {meta_path} "
                                      f"records {expected}; {_fix(directory)}")
