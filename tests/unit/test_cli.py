@@ -6,6 +6,12 @@ import pytest
 
 from pflrepro.cli import main
 
+#: A one-round FedAvg run of a linear model on digits (the train command's --spec).
+TINY_RUN = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
+            "algorithm": "fedavg", "params": {}, "split_seed": 0, "train_seed": 0,
+            "training": {"rounds": 1, "model": "mlp", "model_options": {"hidden": []},
+                         "device": "cpu"}}
+
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -22,10 +28,7 @@ def test_prepare_partition_train_aggregate_table(digits: Path, tmp_path: Path) -
                  "--spec", json.dumps(spec), "--seed", "0", "--out", str(part)]) == 0
     frame = pd.read_parquet(part)
     assert sorted(frame["client"].unique()) == [0, 1, 2, 3]
-    run_spec = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
-                "algorithm": "fedavg", "params": {}, "split_seed": 0, "train_seed": 0,
-                "training": {"rounds": 1, "model": "mlp", "model_options": {"hidden": []},
-                             "device": "cpu"}}
+    run_spec = TINY_RUN
     run = tmp_path / "run.parquet"
     assert main(["train", "--spec", json.dumps(run_spec), "--data", str(digits),
                  "--partition", str(part), "--out", str(run)]) == 0
@@ -134,10 +137,7 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     err = capsys.readouterr().err
     assert f"{data / 'x.npy'}: sha256" in err and f"delete the folder {data}/" in err
     assert not part.exists()
-    run_spec = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
-                "algorithm": "fedavg", "params": {}, "split_seed": 0, "train_seed": 0,
-                "training": {"rounds": 1, "model": "mlp", "model_options": {"hidden": []},
-                             "device": "cpu"}}
+    run_spec = TINY_RUN
     out = tmp_path / "run.parquet"
     assert main(["train", "--spec", json.dumps(run_spec), "--data", str(data),
                  "--partition", str(good_part), "--out", str(out)]) == 1
