@@ -4,6 +4,10 @@
 #       snakemake --cores N                 (config.yaml: paper-scale experiments)
 
 
+# First of all: the pflrepro package is this workflow's own src/, config.yaml reads.
+include: "workflow/rules/preflight.smk"
+
+
 configfile: "config.yaml"
 
 

@@ -289,8 +289,8 @@ def federated_data(x: np.ndarray, y: np.ndarray, train: list[np.ndarray],
     import pandas as pd
     import torch
 
+    from pflrepro.data.federated import FederatedData
     from pflrepro.data.store import ArrayDataset, DatasetMeta
-    from pflrepro.engine import FederatedData
 
     meta = DatasetMeta(name="synthetic_cifar", num_classes=int(y.max()) + 1,
                        shape=tuple(x.shape[1:]), mean=MEAN, std=STD, max_value=255,

@@ -211,10 +211,11 @@ def run_engine(x: np.ndarray, y: np.ndarray, train: list[np.ndarray], test: list
     evals: list[tuple[int, float, float]] = []
     inner = engine.evaluate
 
-    def timed_evaluate(alg: Any, state: Any, rnd: int, log: Any) -> None:
+    def timed_evaluate(alg: Any, state: Any, rnd: int, log: Any) -> bool:
         s = time.perf_counter()
-        inner(alg, state, rnd, log)
+        finite = inner(alg, state, rnd, log)
         evals.append((rnd, s, time.perf_counter()))
+        return finite
 
     engine.evaluate = timed_evaluate  # type: ignore[method-assign]
     log = engine.run(algorithm)

@@ -5,8 +5,8 @@ synthetic CIFAR-shaped data (``--train`` samples each, 400 by default), batch 32
 SGD, one local epoch per round, every client starting from the same global model as in
 FedAvg. Per K (10 and 100) it times one round of local training of all K clients
 
-* **loop**: ``Engine.local_train`` client after client (what FedAvg/Local/FedProx run);
-* **batched**: ``pflrepro.batched.local_train_batched`` over all K clients, parameters
+* **loop**: ``Engine.train_client`` client after client (the CPU path of ``Engine.train``);
+* **batched**: ``pflrepro.local_training.train`` on its vmap path over all K clients, parameters
   stacked along a client dimension (``torch.func`` vmap of grad of ``functional_call``;
   convolutions become grouped convolutions);
 
@@ -49,6 +49,8 @@ from _common import (
     table,
 )
 
+from pflrepro.params import put, stack, take
+
 IN_SHAPE = (3, 32, 32)
 TOL = 1e-8  # float64 agreement of batched and loop updates
 GPU_DEVICE = "cuda"
@@ -76,15 +78,15 @@ def _sync(device: torch.device) -> None:
 
 def round_loop(engine: Any, start: dict, opt: dict, rnd: int,
                steps: int | None = None) -> tuple[dict, dict, list]:
-    """FedAvg's local phase: ``Engine.local_train`` client after client."""
+    """FedAvg's local phase: ``Engine.train_client`` client after client."""
     k_all = engine.num_clients
-    params = engine.stack(start, k_all)
+    params = stack(start, k_all)
     opt = {k: v.clone() for k, v in opt.items()}
     losses = []
     for k in range(k_all):
-        p, o, loss = engine.local_train(start, engine.take(opt, k), k, rnd, steps=steps)
-        engine.put(params, k, p)
-        engine.put(opt, k, o)
+        p, o, loss = engine.train_client(start, take(opt, k), k, rnd, steps=steps)
+        put(params, k, p)
+        put(opt, k, o)
         losses.append(loss)
     return params, opt, losses
 
@@ -92,12 +94,11 @@ def round_loop(engine: Any, start: dict, opt: dict, rnd: int,
 def round_batched(engine: Any, start: dict, opt: dict, rnd: int, chunk: int | None,
                   steps: int | None = None) -> tuple[dict, dict, list]:
     """FedAvg's local phase: every client in one vmapped pass per step."""
-    from pflrepro.batched import local_train_batched
+    from pflrepro import local_training as LT
 
     k_all = engine.num_clients
-    params, opt, losses = local_train_batched(engine, engine.stack(start, k_all), opt,
-                                              list(range(k_all)), rnd, steps=steps,
-                                              chunk=chunk)
+    params, opt, losses = LT.train(engine, stack(start, k_all), opt, list(range(k_all)), rnd,
+                                   steps=steps, path=LT.VMAP, chunk=chunk)
     return params, opt, losses.tolist()
 
 
@@ -125,7 +126,7 @@ def compare(engine: Any, repeats: int, chunk: int | None) -> dict[str, Any]:
     """Warm up, check agreement, then time ``repeats`` interleaved rounds of each."""
     device = engine.device
     start = engine.init_params()
-    opt = engine.stack(engine.init_opt(start), engine.num_clients)
+    opt = stack(engine.init_opt(start), engine.num_clients)
     fns = {"loop": lambda r: timed(lambda: round_loop(engine, start, opt, r + 1), device),
            "batched": lambda r: timed(lambda: round_batched(engine, start, opt, r + 1, chunk),
                                       device)}
@@ -144,7 +145,7 @@ def agreement(engine: Any, chunk: int | None, steps: int | None) -> dict[str, An
     engine.data = dataclasses.replace(saved, x=saved.x.to(torch.float64))
     try:
         start = {k: v.to(torch.float64) for k, v in engine.init_params().items()}
-        opt = engine.stack(engine.init_opt(start), engine.num_clients)
+        opt = stack(engine.init_opt(start), engine.num_clients)
         bp, bo, bl = round_batched(engine, start, opt, 1, chunk, steps)
         lp, lo, ll = round_loop(engine, start, opt, 1, steps)
     finally:

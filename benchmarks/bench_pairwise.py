@@ -49,6 +49,8 @@ from _common import (
 )
 from torch.utils.data import DataLoader
 
+from pflrepro.params import take
+
 IN_SHAPE = (3, 32, 32)
 
 
@@ -91,15 +93,15 @@ def engine_fedfomo(b: dict[str, Any]) -> torch.Tensor:
 
     def row(i: int) -> None:  # client i scores every model on its validation split
         for j in range(k):
-            out[i, j] = alg.val_loss(e.take(b["params"], j), i)
+            out[i, j] = alg.val_loss(take(b["params"], j), i)
 
-    e.run_clients(row, range(k))
+    e.threads.run_clients(row, range(k))
     return out
 
 
 def engine_fedem(b: dict[str, Any]) -> list[torch.Tensor]:
     e, alg = b["engine"], b["algs"]["fedem"]
-    return list(e.map_clients(lambda k: alg.posteriors(b["fedem"], k),
+    return list(e.threads.map_clients(lambda k: alg.posteriors(b["fedem"], k),
                               range(e.num_clients)))
 
 
@@ -143,7 +145,7 @@ class Reference:
         for i in range(k):
             loader = self._loader(sets[i])
             for j in range(k):
-                out[i, j] = self._losses(self._model(self.e.take(self.b["params"], j)), loader)
+                out[i, j] = self._losses(self._model(take(self.b["params"], j)), loader)
         return out
 
     def federico(self) -> torch.Tensor:
@@ -158,7 +160,7 @@ class Reference:
         for k in range(self.e.num_clients):
             loader = self._loader(self.e.data.train[k])
             losses = torch.stack([
-                self._losses(self._model(self.e.take(state["components"], m)), loader,
+                self._losses(self._model(take(state["components"], m)), loader,
                              per_sample=True) for m in range(m_all)], dim=1).double()
             out.append(torch.softmax(state["pi"][k].log() - losses, dim=1))
         return out

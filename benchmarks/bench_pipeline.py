@@ -133,7 +133,8 @@ def run_frame(run: dict[str, Any], rng: np.random.Generator) -> Any:
     key = run["key"]
     config = {"experiment": key.experiment, "dataset": run["dataset"],
               "partition": key.partition, "method": key.method, "algorithm": alg,
-              "params": str(sorted(run["params"].items())), "package_version": "0.1.0",
+              "params": str(sorted(run["params"].items())), "client_training": "loop",
+              "package_version": "0.1.0",
               "git_revision": "0" * 40}
     for col in R.CONFIG_COLUMNS:
         if col in ("split_seed", "train_seed"):

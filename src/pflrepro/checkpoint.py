@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pflrepro.io import atomic_path, sha256_file
+from pflrepro.io import atomic_path, set_aside, sha256_file
 from pflrepro.results import MetricLog
 
 if TYPE_CHECKING:
@@ -93,15 +93,6 @@ def read_checkpoint_file(path: Path, device: torch.device | str = "cpu") -> Any:
         first_line = (str(exc).strip().splitlines() or [""])[0]
         raise CorruptCheckpoint(f"torch.load(weights_only=True) cannot read it "
                                 f"({type(exc).__name__}: {first_line})") from exc
-
-
-def set_aside(path: Path) -> Path:
-    """Rename ``path`` to the first free ``<path>.corrupt-<n>`` (n = 1, 2, ...); return it."""
-    n = 1
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    path.rename(aside)
-    return aside
 
 
 @dataclass(frozen=True)

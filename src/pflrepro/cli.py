@@ -8,10 +8,11 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro aggregate --out AGG.parquet RUN.parquet ...
     pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
     pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
-    pflrepro plot      accuracy|weights --aggregate AGG.parquet --pdf F.pdf --png F.png
+    pflrepro plot      accuracy|weights|clusters|... --aggregate AGG.parquet --pdf F.pdf --png F.png
     pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
     pflrepro claims    --claims config/claims.yaml --scale cpu --aggregate AGG.parquet ...
                        --md C.md --csv C.csv
+    pflrepro check-config config.yaml [my.yaml ...]
     pflrepro schema    [--write]
 """
 
@@ -57,15 +58,11 @@ def _partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
     """The partition table, the label vector (``target`` column applied) and #classes."""
     from pflrepro.data.partition import read_partition
     from pflrepro.data.store import load_dataset
+    from pflrepro.data.transforms import partition_labels
 
     dataset = load_dataset(data)
     frame, _ = read_partition(partition)
-    labels = dataset.y[:]
-    if "target" in frame.columns:  # schemes that relabel samples (label permutation)
-        import numpy as np
-
-        labels = np.array(labels, copy=True)
-        labels[frame["index"].to_numpy()] = frame["target"].to_numpy()
+    labels = partition_labels(dataset.y[:], frame, dataset.meta.num_classes)
     return frame, labels, dataset.meta.num_classes
 
 
@@ -134,10 +131,12 @@ def _aggregate(args: argparse.Namespace) -> None:
 
 
 def _read_aggregates(paths: Sequence[str]) -> Any:
-    """Concatenate one or more aggregated Parquet files."""
+    """Concatenate one or more aggregated Parquet files (each checked against its digest)."""
     import pandas as pd
 
-    frames = [pd.read_parquet(p) for p in paths]
+    from pflrepro.results import read_table
+
+    frames = [read_table(p) for p in paths]
     if not frames:
         raise ValueError("no aggregate given")
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -173,35 +172,46 @@ def _table(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    from pflrepro.reporting import plots
-
     needed = ("data", "partition") if args.kind == "labels" else ("aggregate",)
     missing = [f"--{n}" for n in needed if getattr(args, n) is None]
     if missing:
         raise ValueError(f"plot {args.kind} needs {' '.join(missing)}")
     if args.kind == "labels":
+        from pflrepro.reporting.figures.labels import plot_label_distribution
+
         frame, labels, num_classes = _partition_labels(args.data, args.partition)
-        plots.plot_label_distribution(frame, labels, num_classes, args.pdf, args.png,
-                                      title=args.title)
+        plot_label_distribution(frame, labels, num_classes, args.pdf, args.png,
+                                title=args.title)
         return
     agg = _read_aggregates(args.aggregate)
     labels, _ = _labels(args.labels)
     order = args.methods or None
     if args.kind == "accuracy":
-        plots.plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=order,
-                                     labels=labels)
+        from pflrepro.reporting.figures.accuracy import plot_accuracy_vs_round
+
+        plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=order, labels=labels)
     elif args.kind == "weights":
-        plots.plot_client_weights(agg, args.pdf, args.png, method=args.method, labels=labels)
+        from pflrepro.reporting.figures.weights import plot_client_weights
+
+        plot_client_weights(agg, args.pdf, args.png, method=args.method, labels=labels)
     elif args.kind == "client-accuracy":
-        plots.plot_client_accuracy(agg, args.pdf, args.png, client=args.client,
-                                   methods_order=order, labels=labels)
+        from pflrepro.reporting.figures.client_accuracy import plot_client_accuracy
+
+        plot_client_accuracy(agg, args.pdf, args.png, client=args.client, methods_order=order,
+                             labels=labels)
     elif args.kind == "client-weights":
-        plots.plot_client_weights_over_rounds(agg, args.pdf, args.png, client=args.client,
-                                              methods_order=order, labels=labels)
+        from pflrepro.reporting.figures.client_weights import plot_client_weights_over_rounds
+
+        plot_client_weights_over_rounds(agg, args.pdf, args.png, client=args.client,
+                                        methods_order=order, labels=labels)
     elif args.kind == "distances":
-        from pflrepro.reporting.distances import plot_distances
+        from pflrepro.reporting.figures.distances import plot_distances
 
         plot_distances(agg, args.pdf, args.png, methods_order=order, labels=labels)
+    elif args.kind == "clusters":
+        from pflrepro.reporting.figures.clusters import plot_clusters
+
+        plot_clusters(agg, args.pdf, args.png, method=args.method, labels=labels)
     else:  # argparse restricts the choices; kept for type checkers
         raise ValueError(f"unknown plot kind {args.kind!r}")
 
@@ -228,6 +238,15 @@ def _schema(args: argparse.Namespace) -> None:
         write_text(args.path or SCHEMA_PATH, text)
     else:
         sys.stdout.write(text)
+
+
+def _check_config(args: argparse.Namespace) -> None:
+    from pflrepro.config import check_config_paths
+
+    cfg = check_config_paths(args.configs)
+    chosen = sum(e.scale == cfg.scale for e in cfg.experiments.values())
+    print(f"{' + '.join(args.configs)}: valid ({chosen} experiment(s) at the {cfg.scale} "
+          "scale)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
     p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
-                                    "client-weights", "distances", "labels"])
+                                    "client-weights", "distances", "clusters", "labels"])
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--client", type=int, default=0, help="client of the client-* figures")
@@ -311,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="figure title (for 'labels')")
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
-    p.add_argument("--method", default="federico", help="method whose weights to draw")
+    p.add_argument("--method", default="federico",
+                   help="method whose weights (weights) or cluster ids (clusters) to draw")
     p.add_argument("--methods", nargs="*", help="legend order")
     p.set_defaults(func=_plot)
 
@@ -325,6 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.set_defaults(func=_claims)
+
+    p = sub.add_parser("check-config", help="check config files as the workflow does, with "
+                       "file and line for YAML errors (Snakemake names neither for --configfile)")
+    p.add_argument("configs", nargs="+", metavar="FILE",
+                   help="config files, merged in order (config.yaml my.yaml: my.yaml merged "
+                   "into config.yaml, as `snakemake --configfile my.yaml` does)")
+    p.set_defaults(func=_check_config)
 
     p = sub.add_parser("schema", help="print or write the config schema")
     p.add_argument("--write", action="store_true")

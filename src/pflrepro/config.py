@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -586,6 +586,39 @@ def check_config_files(paths: Iterable[str | Path], missing_ok: bool = True) -> 
         if missing_ok and not Path(path).exists():
             continue
         load_config_file(path)
+
+
+def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``override`` merged into a copy of ``base`` as Snakemake merges config files.
+
+    A key of both whose values are both mappings is merged the same way, recursively;
+    any other value of ``override`` replaces the one of ``base``.
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_configs(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def check_config_paths(paths: Sequence[str | Path],
+                       schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+    """The workflow's checks on config files: read strictly, merged in order, checked.
+
+    Snakemake reads the files of ``--configfile`` itself, before the workflow runs, and
+    reports a YAML syntax error or an empty file with neither the file nor the line;
+    this reports them as :func:`load_config_file` does, then checks the merged config
+    (:func:`check`). Several files merge in the order given, as Snakemake merges them:
+    ``config.yaml my.yaml`` checks ``my.yaml`` merged into ``config.yaml``.
+    """
+    if not paths:
+        raise ConfigError("no config file given")
+    merged: dict[str, Any] = {}
+    for path in paths:
+        merged = merge_configs(merged, load_config_file(path))
+    return check(merged, schema)
 
 
 # ----------------------------------------------------------------------- the schema

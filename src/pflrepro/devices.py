@@ -33,6 +33,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +157,17 @@ def cuda_keys() -> list[str]:
 def cuda_lease() -> Lease:
     """Lease one visible CUDA device for this job (see the module docstring)."""
     return claim(cuda_keys(), lock_dir(), jobs_per_device())
+
+
+def choose_device(request: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU raises."""
+    import torch
+
+    if request == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if request == "cuda":
+        raise RuntimeError("training.device is 'cuda' but no CUDA device is available; "
+                           "set training.device: auto (or cpu) to train on the CPU")
+    return torch.device("cpu")

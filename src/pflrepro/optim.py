@@ -4,6 +4,8 @@ State lives in plain dicts of tensors, so it can be stacked along a client
 dimension, checkpointed with ``torch.save`` and reloaded with ``weights_only=True``.
 Updates follow ``torch.optim.SGD`` and ``torch.optim.Adam`` (default arguments, no
 weight decay); ``tests/unit/test_optim.py`` checks them against torch step by step.
+One implementation serves one model and many models stacked along a client dimension
+(the vectorised local training), so the two training paths share their update.
 """
 
 from __future__ import annotations
@@ -54,16 +56,28 @@ class Optimizer:
         return new_params, new_state
 
     @torch.no_grad()
-    def step_(self, params: Params, grads: Params, state: OptState) -> None:
-        """Update ``params`` and ``state`` in place (one fused ``_foreach`` op per update).
+    def step_(self, params: Params, grads: Params, state: OptState,
+              active: torch.Tensor | None = None) -> None:
+        """Update ``params`` and ``state`` in place (fused ``_foreach`` ops).
 
         The same arithmetic as :meth:`step` (which calls this on copies) and as
-        ``torch.optim``'s foreach implementations; used by the engine's local training,
-        which owns its working copies, so no step allocates new parameter tensors.
+        ``torch.optim``'s foreach implementations. Two shapes, one update:
+
+        * one model: ``state["step"]`` is a 0-d count (the per-client loop);
+        * ``C`` models stacked along a leading client dimension: ``state["step"]`` has
+          shape (C,), one count per client (the vectorised path,
+          :mod:`pflrepro.local_training`). ``active`` (C,) bool, optional, masks
+          clients that take no step now: their parameters and state (step count
+          included) are left exactly as they were.
         """
         names = list(params)
         p = [params[k] for k in names]
         g = [grads[k] for k in names]
+        if state["step"].dim() > 0:
+            self._step_stacked_(names, p, g, state, active)
+            return
+        if active is not None:
+            raise ValueError("active masks only stacked states (a step count per client)")
         state["step"].add_(1)
         if self.name == "sgd":
             if self.momentum:
@@ -89,3 +103,45 @@ class Optimizer:
         torch._foreach_div_(denom, bc2_sqrt)
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(p, m, denom, value=-self.lr / bc1)
+
+    def _step_stacked_(self, names: list[str], p: list[torch.Tensor], g: list[torch.Tensor],
+                       state: OptState, active: torch.Tensor | None) -> None:
+        """:meth:`step_` for stacked models: the step count and bias corrections per client."""
+        kept = None
+        if active is not None and not bool(active.all()):
+            kept = ([t.clone() for t in p], {k: v.clone() for k, v in state.items()})
+        step = state["step"]
+        step.add_(1)
+
+        def per_client(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+            return values.to(device=like.device, dtype=like.dtype).view(
+                -1, *([1] * (like.dim() - 1)))
+
+        if self.name == "sgd":
+            if self.momentum:
+                bufs = [state[f"buf.{k}"] for k in names]
+                first = step == 1
+                for buf, grad in zip(bufs, g, strict=True):
+                    # first step: buf <- g (as torch.optim); then buf <- m·buf + g
+                    buf.copy_(torch.where(per_client(first, buf).bool(), grad,
+                                          buf * self.momentum + grad))
+                g = bufs
+            torch._foreach_add_(p, g, alpha=-self.lr)
+        else:
+            b1, b2 = self.betas
+            t = step.to(torch.float64)
+            bc1 = 1 - b1**t
+            bc2_sqrt = (1 - b2**t) ** 0.5
+            for k, param, grad in zip(names, p, g, strict=True):
+                m, v = state[f"m.{k}"], state[f"v.{k}"]
+                m.lerp_(grad, 1 - b1)
+                v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+                denom = (v.sqrt() / per_client(bc2_sqrt, v)).add_(self.eps)
+                param.sub_(per_client(self.lr / bc1, param) * m / denom)
+        if kept is not None:
+            old_p, old_state = kept
+            for param, old in zip(p, old_p, strict=True):
+                param.copy_(torch.where(per_client(active, param).bool(), param, old))
+            for k, value in state.items():
+                value.copy_(torch.where(per_client(active, value).bool(), value,
+                                        old_state[k]))

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # imported where used: the CLI and the workflow parse need no
 #: Config columns, in order, that every run table carries.
 CONFIG_COLUMNS = (
     "experiment", "dataset", "partition", "method", "algorithm", "params",
-    "split_seed", "train_seed", "package_version", "git_revision",
+    "split_seed", "train_seed", "client_training", "package_version", "git_revision",
 )
 VALUE_COLUMNS = ("round", "client", "peer", "metric", "value")
 #: String columns: one value per run (config) or a handful (metric names).
@@ -57,6 +57,8 @@ GROUP = "group"
 WEIGHT = "weight"
 #: Mean squared per-parameter distance ‖w_i − w_j‖²/P between two clients' models.
 MODEL_DISTANCE = "model_distance"
+#: One row (client -1) in a run that diverged: the round its losses became non-finite.
+DIVERGED = "diverged"
 
 
 @dataclass
@@ -122,24 +124,43 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     written dictionary-encoded as they came. The Arrow schema is not stored, so
     readers see the columns' Parquet types (strings, not dictionaries); the inputs'
     pandas metadata is, so ``pandas.read_parquet`` gives the run tables' dtypes.
-    Files are read in parallel (Arrow's CPU count); the output is written atomically.
+    Files are read in parallel (Arrow's CPU count), each checked against its digest
+    record first (:func:`pflrepro.io.read_verified`): damaged inputs are set aside, so
+    that Snakemake rebuilds them, and one :class:`ValueError` names every one. The
+    output is written atomically, with its digest record.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pflrepro.io import atomic_path
+    from pflrepro.io import (
+        CorruptFileError,
+        atomic_digested_path,
+        parquet_errors,
+        read_verified,
+    )
 
     if not paths:
         raise ValueError("aggregate: no input files")
 
-    def read(path: str | os.PathLike[str]) -> pa.Table:
+    def parse(path: Path) -> pa.Table:
         with pq.ParquetFile(path, read_dictionary=STRING_COLUMNS) as file:
             return file.read(use_threads=False)
 
+    def read(path: str | os.PathLike[str]) -> pa.Table | CorruptFileError:
+        try:
+            return read_verified(path, parse, parquet_errors())
+        except CorruptFileError as err:  # reported with the others once all are read
+            return err
+
     with ThreadPoolExecutor(max_workers=max(1, min(pa.cpu_count(), len(paths)))) as pool:
-        tables = list(pool.map(read, paths))
+        read_back = list(pool.map(read, paths))
+    damaged = [str(r) for r in read_back if isinstance(r, CorruptFileError)]
+    if damaged:
+        raise ValueError(f"{len(damaged)} of {len(paths)} input(s) damaged:\n  "
+                         + "\n  ".join(damaged))
+    tables = [t for t in read_back if not isinstance(t, CorruptFileError)]
     table = pa.concat_tables(tables).unify_dictionaries()
-    with atomic_path(out) as tmp:
+    with atomic_digested_path(out) as tmp:
         # Dictionary pages for the strings and the small integers, not for ``value``;
         # min/max statistics for the integers only (strings' cost more than they help).
         ints = [f.name for f in table.schema if pa.types.is_integer(f.type)]
@@ -150,6 +171,21 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
             if table.schema.metadata:  # pandas metadata: pandas reads the dtypes it wrote
                 writer.add_key_value_metadata(table.schema.metadata)
     return table.num_rows
+
+
+def read_table(path: str | os.PathLike[str],
+               columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """A run or aggregate table as written, checked against its digest record first.
+
+    A damaged file is set aside and :class:`pflrepro.io.CorruptFileError` names it
+    (:func:`pflrepro.io.read_verified`).
+    """
+    import pandas as pd
+
+    from pflrepro.io import parquet_errors, read_verified
+
+    return read_verified(path, lambda p: pd.read_parquet(p, columns=columns),
+                         parquet_errors())
 
 
 def git_revision(path: str | Path | None = None) -> str:

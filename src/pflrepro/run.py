@@ -19,9 +19,10 @@ from pflrepro import results as R
 from pflrepro.algorithms import get_algorithm
 from pflrepro.algorithms.base import Algorithm, parse_hyper
 from pflrepro.checkpoint import Checkpointer
+from pflrepro.data.federated import FederatedData
 from pflrepro.data.partition import read_partition
 from pflrepro.data.store import load_dataset
-from pflrepro.engine import Engine, FederatedData, choose_device
+from pflrepro.engine import Engine
 from pflrepro.training import TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     if pmeta.get("dataset") not in (None, spec.dataset):
         raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "
                          f"not {spec.dataset!r}")
-    device = choose_device(spec.training.device)
+    device = devices.choose_device(spec.training.device)
     threads_before = torch.get_num_threads()
     workers = 1
     if device.type == "cpu":
@@ -87,6 +88,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         torch.set_num_threads(threads)
     lease = None
     engine = None
+    path = ""
     try:
         if device.type == "cuda":
             lease = devices.cuda_lease()
@@ -104,8 +106,9 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         data = FederatedData.build(dataset, partition, device)
         engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device,
                         workers=workers)
-        log.info("client batching: %s", "all clients in one vmapped pass (methods that "
-                 "support it)" if engine.batch_clients else "one client after another")
+        path = engine.client_training
+        log.info("client training: %s", "all clients of a round in one vmapped pass"
+                 if path == "vmap" else "one client after another")
         metrics = _train(engine, cls(engine, hyper), spec, progress, checkpoint)
     finally:
         if engine is not None:
@@ -118,6 +121,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         "method": spec.method, "algorithm": spec.algorithm,
         "params": json.dumps(dict(spec.params), sort_keys=True),
         "split_seed": spec.split_seed, "train_seed": spec.train_seed,
+        "client_training": path,
         "package_version": R.package_version(), "git_revision": R.git_revision(),
     }
     return metrics.to_frame(config)

@@ -137,7 +137,9 @@ def _experiment_schema() -> dict[str, Any]:
             "figures": {"type": "array", "items": {"enum": list(FIGURE_KINDS)},
                         "default": ["accuracy", "weights"],
                         "description": "Figures to build: accuracy vs round; weights (a "
-                                       "heatmap per method that learns client weights); "
+                                       "heatmap per method that learns client weights, and "
+                                       "each client's cluster id over rounds per method "
+                                       "that clusters clients: Clustered FL); "
                                        "client_accuracy and client_weights (one client over "
                                        "rounds, FedeRiCo Figs. 6c and 7); distances (mean "
                                        "pairwise model distance over rounds, same-"

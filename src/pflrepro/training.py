@@ -21,11 +21,11 @@ TRAINING_DOCS: dict[str, str] = {
     "model": "Model name from the model registry ('mlp', 'cnn').",
     "model_options": "Keyword options of the model builder, e.g. {hidden: [64]} for mlp.",
     "device": "'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'.",
-    "client_batching": "How FedAvg (and its +/FT variants), FedProx, Local, SCAFFOLD, "
-                       "FedAMP, HeurFedAMP and Clustered FL train a round's clients: 'auto' "
-                       "(all clients in one vmapped pass on CUDA; on the CPU one client "
-                       "after another, on the job's threads), 'loop' or 'vmap'. The two "
-                       "agree to float32 rounding, not bit for bit.",
+    "client_training": "Path of every method's multi-client local training "
+                       "(pflrepro.local_training): 'auto' (all clients in one vmapped pass "
+                       "on CUDA; on the CPU one client after another, on the job's threads), "
+                       "'loop' or 'vmap'. The two agree to float32 rounding, not bit for bit; "
+                       "the path that ran is the run column 'client_training'.",
     "client_chunk": "Clients per vmapped pass (0 = all); bounds GPU memory.",
 }
 
@@ -46,7 +46,7 @@ class TrainingConfig:
     model: str = "cnn"
     model_options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "auto"
-    client_batching: str = "auto"
+    client_training: str = "auto"
     client_chunk: int = 0
 
     def __post_init__(self) -> None:
@@ -61,9 +61,9 @@ class TrainingConfig:
                              f"momentum={self.momentum}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"training.device must be auto, cpu or cuda, got {self.device!r}")
-        if self.client_batching not in ("auto", "loop", "vmap"):
-            raise ValueError("training.client_batching must be auto, loop or vmap, got "
-                             f"{self.client_batching!r}")
+        if self.client_training not in ("auto", "loop", "vmap"):
+            raise ValueError("training.client_training must be auto, loop or vmap, got "
+                             f"{self.client_training!r}")
         if self.client_chunk < 0:
             raise ValueError(f"training.client_chunk must be >= 0, got {self.client_chunk}")
 

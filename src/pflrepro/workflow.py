@@ -14,6 +14,8 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pflrepro import results as R
+from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import RunKey, WorkflowConfig, canonical_json, partition_code_digest
 from pflrepro.data.datasets import DATASETS
 
@@ -84,11 +86,14 @@ CLAIMS_TABLE = pattern(TABLE, experiment="{claims}")
 #: The claims table of each scale (the ``claims`` wildcard), e.g. ``claims_cpu``.
 CLAIMS_TABLES: Mapping[str, str] = {"paper": "claims", "cpu": "claims_cpu"}
 
-#: Algorithms that learn pairwise weights (client-client or client-component) and log
-#: them as ``weight`` rows: each gets a heatmap figure.
-WEIGHTED_ALGORITHMS = ("federico", "fedem", "fedfomo", "fedamp", "heurfedamp")
-#: Algorithms that log pairwise model distances (``model_distance`` rows).
-DISTANCE_ALGORITHMS = ("fedamp", "heurfedamp")
+def recording(metric: str) -> tuple[str, ...]:
+    """Algorithms whose ``records`` declare ``metric``.
+
+    ``recording(results.WEIGHT)``: the algorithms that learn pairwise weights
+    (client-client or client-component), each drawn as a heatmap figure;
+    ``recording(results.MODEL_DISTANCE)``: those logging pairwise model distances.
+    """
+    return tuple(name for name, info in INFOS.items() if metric in info.records)
 
 
 def alternation(names: Iterable[str]) -> str:
@@ -110,7 +115,7 @@ def dataset_names() -> list[str]:
 def weighted_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Methods of ``experiment`` whose algorithm records client weights."""
     return [m for m in cfg.experiments[experiment].methods
-            if cfg.methods[m].algorithm in WEIGHTED_ALGORITHMS]
+            if cfg.methods[m].algorithm in recording(R.WEIGHT)]
 
 
 def weights_method(cfg: WorkflowConfig, experiment: str) -> str:
@@ -118,7 +123,7 @@ def weights_method(cfg: WorkflowConfig, experiment: str) -> str:
     found = weighted_methods(cfg, experiment)
     if not found:
         raise ValueError(f"experiment {experiment!r} has no method with client weights "
-                         f"(algorithms {list(WEIGHTED_ALGORITHMS)})")
+                         f"(algorithms {list(recording(R.WEIGHT))})")
     return found[0]
 
 
@@ -131,13 +136,14 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
         kind = FIGURE_KIND_PATTERNS[figure]
         if figure == "weights":
             kinds += [pattern(kind, method=m) for m in weighted]
+            kinds += [pattern(CLUSTERS_KIND, method=m) for m in clustered_methods(cfg, experiment)]
         elif figure == "client_accuracy" or (figure == "client_weights" and weighted):
             kinds.append(pattern(kind, client=exp.focus_client))
         elif figure == "distances" and not any(
-                cfg.methods[m].algorithm in DISTANCE_ALGORITHMS for m in exp.methods):
+                cfg.methods[m].algorithm in recording(R.MODEL_DISTANCE) for m in exp.methods):
             raise ValueError(f"experiment {experiment!r} asks for the 'distances' figure "
                              f"but none of its methods logs model distances "
-                             f"(algorithms {list(DISTANCE_ALGORITHMS)})")
+                             f"(algorithms {list(recording(R.MODEL_DISTANCE))})")
         elif figure in ("accuracy", "distances"):
             kinds.append(kind)
     return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
@@ -167,12 +173,30 @@ def partition_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[s
     return list(dict.fromkeys(out))
 
 
+def stored_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[str]:
+    """The files behind the experiments' tables: partitions, runs and aggregates.
+
+    They are targets of ``all`` as well as inputs. A job that finds one damaged sets
+    it aside (:func:`pflrepro.io.read_verified`), and a missing target is rebuilt, with
+    everything made from it; a file that is only an input is not rebuilt while the
+    outputs made from it exist (Snakemake would say "Nothing to be done").
+    """
+    out: list[str] = []
+    for name in experiments:
+        exp = cfg.experiments[name]
+        out += [PARTITION.format(dataset=exp.dataset, partition=p.id, split=split)
+                for p in exp.partitions for split in exp.split_seeds]
+        out += [path for method in exp.methods for path in run_paths(cfg, name, method)]
+        out += method_aggregate_paths(cfg, name) + [AGGREGATE.format(experiment=name)]
+    return list(dict.fromkeys(out))
+
+
 def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> list[str]:
     """Everything of the selected scale.
 
     That is the experiments' tables and figures, the combined tables, every
-    partition's report, and the claims table (:func:`claims_targets`) when
-    ``claims`` are given.
+    partition's report, the files they are made from (:func:`stored_targets`), and
+    the claims table (:func:`claims_targets`) when ``claims`` are given.
     """
     chosen = [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
     out = [t for name in chosen for t in experiment_targets(cfg, name)]
@@ -180,6 +204,7 @@ def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> l
         if table.scale == cfg.scale:
             out += [COMBINED_TABLE.format(table=name, ext=ext) for ext in ("md", "tex", "csv")]
     out += partition_targets(cfg, chosen)
+    out += stored_targets(cfg, chosen)
     return out + (claims_targets(cfg, claims) if claims is not None else [])
 
 
@@ -308,3 +333,24 @@ def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:
     import shlex
 
     return " ".join(f"--mirror {shlex.quote(m)}" for m in cfg.mirrors.get(dataset, ()))
+
+
+#: FIGURE's ``kind`` of the cluster figure of a method that clusters its clients
+#: (``{method}`` is a wildcard of the plot rule). There is no ``figures`` entry of its
+#: own: an experiment that asks for ``weights`` gets it for each such method, beside
+#: the weight heatmaps (a cluster id per client and round is what Clustered FL learns
+#: about which clients learn together).
+CLUSTERS_KIND = "clusters-{method}"
+
+
+def clusters_figure_pattern(ext: str) -> str:
+    """The cluster plot rule's output: the ``ext`` file, wildcards kept."""
+    return pattern(FIGURE, kind=CLUSTERS_KIND, ext=ext)
+
+
+def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Methods of ``experiment`` whose algorithm records each client's cluster id."""
+    from pflrepro.algorithms.clustered_fl import CLUSTER
+
+    return [m for m in cfg.experiments[experiment].methods
+            if cfg.methods[m].algorithm in recording(CLUSTER)]

@@ -98,7 +98,7 @@ def run_slurm(work: Path, *args: str, limit: int) -> subprocess.CompletedProcess
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(work / "src")
     cmd = ["timeout", "-k", "30", str(limit), sys.executable, "-m", "snakemake",
-           "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
+           "--snakefile", str(work / "Snakefile"), "--directory", str(work),
            "--configfile", str(work / "config.yaml"), "--replace-workflow-config",
            "--profile", str(work / "profile"),
            "--slurm-init-seconds-before-status-checks", "1",

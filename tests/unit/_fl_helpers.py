@@ -14,7 +14,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pflrepro.engine import Engine, FederatedData
+from pflrepro.data.federated import FederatedData
+from pflrepro.engine import Engine
 from pflrepro.training import TrainingConfig
 
 CPU = torch.device("cpu")
@@ -93,7 +94,7 @@ def manual_sgd(params: dict[str, torch.Tensor], engine: Engine, client: int, rnd
     data = engine.data
     p = clone(params)
     total = 0.0
-    batches = engine.batches(client, rnd, purpose, steps)
+    batches = engine.minibatches(client, rnd, purpose, steps)
     for idx in batches:
         loss, g = manual_loss_and_grad(p, data.x[idx], data.y[idx])
         p = {k: p[k] - lr * g[k] for k in p}

@@ -12,6 +12,7 @@ from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.apfl import ALPHA, APFL, APFLHyper, mix
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
+from pflrepro.params import take
 
 
 def _alg(params=None, seed=0, **training):
@@ -36,7 +37,7 @@ def test_registered_init_and_defaults():
     state = alg.init()
     assert_params_close(state["global"], e.init_params(), atol=0, rtol=0)
     for k in range(3):
-        assert_params_close(e.take(state["personal"], k), state["global"], atol=0, rtol=0)
+        assert_params_close(take(state["personal"], k), state["global"], atol=0, rtol=0)
     assert state["alpha"].tolist() == [0.5] * 3
 
 
@@ -45,7 +46,7 @@ def test_personal_gradient_is_alpha_times_mixed_gradient():
     lr, alpha = 0.2, 0.3
     e, alg = _alg({"adaptive_alpha": False}, lr=lr, local_steps=1)
     w, v = _two_models(e)
-    (idx,) = e.batches(0, 1, "local", 1)
+    (idx,) = e.minibatches(0, 1, "local", 1)
     x, y = e.data.x[idx], e.data.y[idx]
     vv = {n: t.clone().requires_grad_(True) for n, t in v.items()}
     bar = {n: alpha * vv[n] + (1 - alpha) * w[n] for n in w}
@@ -66,7 +67,7 @@ def test_alpha_step_by_hand_and_by_autograd():
     lr, alpha, alpha_lr = 0.2, 0.4, 0.5
     e, alg = _alg({"alpha_lr": alpha_lr}, lr=lr, local_steps=1)
     w, v = _two_models(e)
-    (idx,) = e.batches(0, 1, "local", 1)
+    (idx,) = e.minibatches(0, 1, "local", 1)
     x, y = e.data.x[idx], e.data.y[idx]
     _, g_bar = manual_loss_and_grad(mix(v, w, alpha), x, y)
     g_alpha = sum(float((g_bar[n] * (v[n] - w[n])).sum()) for n in w)
@@ -85,7 +86,7 @@ def test_alpha_is_clipped_to_unit_interval():
     # at α = 0.5 the mixed model is symmetric in (v, w), so swapping them flips ⟨g, v − w⟩
     e, alg = _alg({"alpha_lr": 1e6}, local_steps=1)
     w, v = _two_models(e)
-    (idx,) = e.batches(0, 1, "local", 1)
+    (idx,) = e.minibatches(0, 1, "local", 1)
     _, g_bar = manual_loss_and_grad(mix(v, w, 0.5), e.data.x[idx], e.data.y[idx])
     g_alpha = sum(float((g_bar[n] * (v[n] - w[n])).sum()) for n in w)
     assert g_alpha != 0
@@ -113,7 +114,7 @@ def test_round_updates_personal_state_per_client():
     for k in range(3):
         w, v, a, opt_w, opt_v, _ = alg.local_steps(g0, g0, 0.5, k, 1, e.init_opt(g0),
                                                    e.init_opt(g0))
-        assert_params_close(e.take(state["personal"], k), v, atol=0, rtol=0)
+        assert_params_close(take(state["personal"], k), v, atol=0, rtol=0)
         assert float(state["alpha"][k]) == a
         assert state["personal_opt"]["step"][k] == opt_v["step"]
     assert not torch.equal(state["personal"][W][0], state["personal"][W][1])

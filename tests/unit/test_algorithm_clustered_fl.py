@@ -17,6 +17,7 @@ from pflrepro.algorithms.clustered_fl import (
     flatten,
     should_split,
 )
+from pflrepro.params import take
 
 SIX = dict(n_train=(4, 2, 3, 3, 2, 4), n_test=(1,) * 6)
 
@@ -29,10 +30,11 @@ def _alg(params=None, data=None, seed=0, **training):
 def _fake_training(e, deltas):
     """Replace local training: client k returns start + deltas[k] (a (classes, features+1)
     matrix split into weight and bias), loss 0."""
-    def local_train(params, opt, client, rnd, **_):
-        d = deltas[client]
-        return {W: params[W] + d[:, :-1], B: params[B] + d[:, -1]}, opt, 0.0
-    e.local_train = local_train
+    def train(params, opt, clients, rnd, **_):
+        d = torch.stack([deltas[k] for k in clients])
+        return ({W: params[W] + d[:, :, :-1], B: params[B] + d[:, :, -1]}, opt,
+                np.zeros(len(clients)))
+    e.train = train
 
 
 def _opposite(scale=1.0, noise=0.05, groups=(0, 1, 1, 0, 0, 1), seed=0):
@@ -58,7 +60,7 @@ def test_first_round_is_size_weighted_mean():
         refs.append(loss)
     expected = {n: start[n] + sum(sizes[k] * (thetas[k][n] - start[n]) for k in range(6))
                 / sizes.sum() for n in (W, B)}
-    assert_params_close(e.take(state["models"], 0), expected)
+    assert_params_close(take(state["models"], 0), expected)
     assert losses.tolist() == pytest.approx(refs, rel=1e-5)
     assert state["cluster"].tolist() == [0] * 6
 
@@ -67,20 +69,20 @@ def test_each_cluster_moves_by_its_members_mean_update():
     e, alg = _alg(lr=0.2)
     state = alg.init()
     # two clusters by hand: {0, 2, 5} -> 0, {1, 3, 4} -> 1
-    second = {n: v + 0.3 for n, v in e.take(state["models"], 0).items()}
+    second = {n: v + 0.3 for n, v in take(state["models"], 0).items()}
     state["models"] = {n: torch.stack([state["models"][n][0], second[n]]) for n in (W, B)}
     state["cluster"] = torch.tensor([0, 1, 0, 1, 1, 0])
     before = clone(state["models"])
     state, _ = alg.round(state, 1)
     sizes = SIX["n_train"]
     for c, members in ((0, [0, 2, 5]), (1, [1, 3, 4])):
-        start = e.take(before, c)
+        start = take(before, c)
         ups = {k: manual_sgd(start, e, k, 1, "local", e.steps_per_round(k), lr=0.2)[0]
                for k in members}
         n = sum(sizes[k] for k in members)
         expected = {p: start[p] + sum(sizes[k] * (ups[k][p] - start[p]) for k in members) / n
                     for p in (W, B)}
-        assert_params_close(e.take(state["models"], c), expected)
+        assert_params_close(take(state["models"], c), expected)
 
 
 # ---------------------------------------------------------------------- criterion
@@ -112,7 +114,7 @@ def test_split_into_the_two_groups_and_stable_ids():
     for rnd in (1, 2):  # warm-up: no split although the criterion holds
         state, _ = alg.round(state, rnd)
         assert state["cluster"].tolist() == [0] * 6
-    parent = clone(e.take(state["models"], 0))
+    parent = clone(take(state["models"], 0))
     state, _ = alg.round(state, 3)
     assert state["cluster"].tolist() == [0, 1, 1, 0, 0, 1]
     # both parts start from the parent and move by their own members' mean update
@@ -121,7 +123,7 @@ def test_split_into_the_two_groups_and_stable_ids():
     for c, members in ((0, [0, 3, 4]), (1, [1, 2, 5])):
         n = sum(sizes[k] for k in members)
         d = sum(sizes[k] * deltas[k] for k in members) / n
-        assert_params_close(e.take(state["models"], c),
+        assert_params_close(take(state["models"], c),
                             {W: parent[W] + d[:, :-1], B: parent[B] + d[:, -1]})
     # within a group the updates agree: no further split, ids unchanged
     for rnd in (4, 5):
@@ -200,7 +202,7 @@ def test_predict_and_record():
     for k in range(6):
         c = int(state["cluster"][k])
         torch.testing.assert_close(alg.predict(state, k, x, 1),
-                                   e.probs(e.take(state["models"], c), x))
+                                   e.probs(take(state["models"], c), x))
 
 
 def _run(seed):

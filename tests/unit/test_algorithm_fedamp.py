@@ -19,6 +19,7 @@ from pflrepro.algorithms.fedamp import (
     mix,
     squared_distances,
 )
+from pflrepro.params import stack, take
 
 
 def _alg(params=None, seed=0, **training):
@@ -36,7 +37,7 @@ def _zero_data_grad(e):
 def _manual_prox_sgd(e, start, u, client, rnd, lr, coef):
     """SGD on mean CE + (coef/2)‖w − u‖² over the engine's batches, written out."""
     p = clone(start)
-    for idx in e.batches(client, rnd, "local", e.steps_per_round(client)):
+    for idx in e.minibatches(client, rnd, "local", e.steps_per_round(client)):
         _, g = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
         p = {n: p[n] - lr * (g[n] + coef * (p[n] - u[n])) for n in p}
     return p
@@ -136,8 +137,9 @@ def test_proximal_step_moves_towards_u_exactly(steps):
     e, alg = _alg({"lam": lam, "alpha": alpha}, lr=lr, local_steps=steps)
     _zero_data_grad(e)
     params = e.client_init()["params"]
-    w, u = e.take(params, 0), e.take(params, 1)
-    new, _, _ = alg.client_update(w, u, e.init_opt(w), 0, 1)
+    w, u = take(params, 0), take(params, 1)
+    new, _, _ = e.train_client(w, e.init_opt(w), 0, 1,
+                               terms=[t.row(0) for t in alg.terms(stack(u, 1))])
     factor = (1 - lr * lam / alpha) ** steps
     expected = {n: u[n] + factor * (w[n] - u[n]) for n in (W, B)}
     assert_params_close(new, expected)
@@ -159,7 +161,7 @@ def test_round_is_proximal_sgd_from_cloud_model():
     clouds = _manual_cloud(start, xi)
     for k in range(3):
         expected = _manual_prox_sgd(e, clouds[k], clouds[k], k, 1, lr, lam / alpha)
-        assert_params_close(e.take(state["params"], k), expected)
+        assert_params_close(take(state["params"], k), expected)
         # without the proximal term the result differs: the term really acts
         plain = _manual_prox_sgd(e, clouds[k], clouds[k], k, 1, lr, 0.0)
         assert not torch.allclose(plain[W], expected[W], atol=1e-5)
@@ -174,10 +176,10 @@ def test_lam_zero_is_local_training_from_cloud_model():
     state, losses = alg.round(state, 1)
     clouds = mix(start, fedamp_attention(flatten(start), 1.0, 4.0))
     for k in range(3):
-        u = e.take(clouds, k)
-        assert_params_close(e.take(state["params"], k), _manual_prox_sgd(e, u, u, k, 1, lr, 0.0))
-        ref, _, loss = e.local_train(u, e.init_opt(u), k, 1)
-        assert_params_close(e.take(state["params"], k), ref, atol=0, rtol=0)
+        u = take(clouds, k)
+        assert_params_close(take(state["params"], k), _manual_prox_sgd(e, u, u, k, 1, lr, 0.0))
+        ref, _, loss = e.train_client(u, e.init_opt(u), k, 1)
+        assert_params_close(take(state["params"], k), ref, atol=0, rtol=0)
         assert losses[k] == pytest.approx(loss)
 
 
@@ -188,7 +190,7 @@ def test_cloud_models_are_attention_mixtures():
                       dtype=torch.float64)
     got = mix(params, xi)
     for k, expected in enumerate(_manual_cloud(params, xi)):
-        assert_params_close(e.take(got, k), expected)
+        assert_params_close(take(got, k), expected)
         assert got[W].dtype == torch.float32
 
 
@@ -200,7 +202,7 @@ def test_init_one_shared_model():
     e, alg = _alg()
     state = alg.init()
     for k in range(3):
-        assert_params_close(e.take(state["params"], k), e.init_params(), atol=0, rtol=0)
+        assert_params_close(take(state["params"], k), e.init_params(), atol=0, rtol=0)
     assert torch.isnan(state["xi"]).all()
     # so the first round's ξ is the zero-distance one: every peer α/σ
     hp = alg.hp
@@ -214,7 +216,7 @@ def test_init_clients_own_models():
     e, alg = _alg({"init": "independent"})
     state = alg.init()
     for k in range(3):
-        assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+        assert_params_close(take(state["params"], k), e.init_params(k), atol=0, rtol=0)
     assert torch.isnan(state["xi"]).all()
     log = R.MetricLog()
     alg.record(state, 0, log)
@@ -227,7 +229,7 @@ def test_predict_is_own_model():
     x = e.data.x
     for k in range(3):
         torch.testing.assert_close(alg.predict(state, k, x, 1),
-                                   e.probs(e.take(state["params"], k), x))
+                                   e.probs(take(state["params"], k), x))
 
 
 def test_record_logs_xi_used_in_round():

@@ -6,6 +6,7 @@ from _fl_helpers import B, W, assert_params_close, make_engine, manual_sgd
 
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
+from pflrepro.params import take, weighted_mean
 
 
 def _alg(**training):
@@ -48,15 +49,15 @@ def test_optimizer_state_kept_per_client_across_rounds():
     state, _ = alg.round(state, 2)
     thetas = []
     for k in range(3):
-        theta, _, _ = e.local_train(g1, e.take(opt1, k), k, 2)
+        theta, _, _ = e.train_client(g1, take(opt1, k), k, 2)
         thetas.append(theta)
     stacked = {n: torch.stack([t[n] for t in thetas]) for n in (W, B)}
-    assert_params_close(state["global"], e.weighted_mean(stacked, torch.tensor([4., 2., 3.])))
+    assert_params_close(state["global"], weighted_mean(stacked, torch.tensor([4., 2., 3.])))
     # a fresh optimiser state would give a different model
-    fresh = [e.local_train(g1, e.init_opt(g1), k, 2)[0] for k in range(3)]
+    fresh = [e.train_client(g1, e.init_opt(g1), k, 2)[0] for k in range(3)]
     stacked = {n: torch.stack([t[n] for t in fresh]) for n in (W, B)}
     assert not torch.allclose(state["global"][W],
-                              e.weighted_mean(stacked, e.train_sizes())[W])
+                              weighted_mean(stacked, e.train_sizes())[W])
 
 
 def test_predict_is_global_for_every_client():

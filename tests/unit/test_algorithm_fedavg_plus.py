@@ -48,7 +48,7 @@ def test_predict_ignores_local_steps_and_uses_fresh_optimizer():
     e, alg = _alg(lr=0.1, momentum=0.9, local_steps=7)
     state, _ = alg.round(alg.init(), 1)
     g = state["global"]
-    tuned, _, _ = e.local_train(g, e.init_opt(g), 0, 1, purpose="finetune",
+    tuned, _, _ = e.train_client(g, e.init_opt(g), 0, 1, purpose="finetune",
                                 steps=e.steps_per_round(0, epochs=1))
     torch.testing.assert_close(alg.predict(state, 0, e.data.x, 1), e.probs(tuned, e.data.x))
 

@@ -21,6 +21,7 @@ from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedem import FedEM, FedEMHyper
+from pflrepro.params import put, take
 
 # default tiny data: train sizes (4, 2, 3); labels row % 2, so the training labels are
 # client 0: [0, 1, 0, 1], client 1: [0, 1], client 2: [1, 0, 1]
@@ -65,7 +66,7 @@ def test_init_components_from_distinct_seeds():
     e, alg = _alg({"components": 3})
     state = alg.init()
     for m in range(3):
-        assert_params_close(e.take(state["components"], m), e.init_params(m), atol=0, rtol=0)
+        assert_params_close(take(state["components"], m), e.init_params(m), atol=0, rtol=0)
     assert not torch.equal(state["components"][W][0], state["components"][W][1])
     torch.testing.assert_close(state["pi"], torch.full((3, 3), 1 / 3, dtype=torch.float64))
     assert state["opt"]["step"].shape == (3, 3)  # (client, component)
@@ -120,10 +121,10 @@ def test_one_round_mstep_and_size_weighted_average_by_hand():
     for m in range(2):
         locals_ = []
         for k in range(3):
-            (batch,) = e.batches(k, 1, f"fedem_{m}", 1)
+            (batch,) = e.minibatches(k, 1, f"fedem_{m}", 1)
             rows = (batch.unsqueeze(1) == e.data.train[k]).int().argmax(1)
             sw = _q_hand(k)[rows, m].float() / len(batch)
-            loss, g = manual_loss_and_grad(e.take(start, m), e.data.x[batch],
+            loss, g = manual_loss_and_grad(take(start, m), e.data.x[batch],
                                            e.data.y[batch], sample_weight=sw)
             locals_.append({n: start[n][m] - lr * g[n] for n in (W, B)})
             expected_loss[k] += loss
@@ -146,8 +147,9 @@ def test_optimiser_state_kept_per_client_and_component():
 
 def _shared_purpose(e):
     """Make the engine's batches ignore the purpose (so FedAvg and FedEM see the same)."""
-    original = e.batches
-    e.batches = lambda client, rnd, purpose, steps: original(client, rnd, "shared", steps)
+    original = e.minibatches
+    e.minibatches = lambda client, rnd, purpose, steps, pool=None: original(
+        client, rnd, "shared", steps, pool)
 
 
 @pytest.mark.parametrize("optimizer,lr", [("sgd", 0.3), ("adam", 0.05)])
@@ -163,12 +165,12 @@ def test_one_component_is_fedavg(optimizer, lr):
     avg, em = FedAvg(ea, parse_hyper(FedAvg, {})), FedEM(eb, parse_hyper(FedEM,
                                                                          {"components": 1}))
     sa, sb = avg.init(), em.init()
-    eb.put(sb["components"], 0, sa["global"])
+    put(sb["components"], 0, sa["global"])
     for rnd in (1, 2, 3):
         assert torch.equal(em.posteriors(sb, 0), torch.ones(4, 1, dtype=torch.float64))
         sa, la = avg.round(sa, rnd)
         sb, lb = em.round(sb, rnd)
-        assert_params_close(eb.take(sb["components"], 0), sa["global"])
+        assert_params_close(take(sb["components"], 0), sa["global"])
         np.testing.assert_allclose(lb, la, rtol=1e-5)
         assert sb["pi"].tolist() == [[1.0]] * 3
         x = ea.data.x
@@ -178,8 +180,8 @@ def test_one_component_is_fedavg(optimizer, lr):
 
 def test_batch_purposes_differ_per_component():
     e, _ = _alg()
-    assert not torch.equal(torch.cat(e.batches(0, 1, "fedem_0", 3)),
-                           torch.cat(e.batches(0, 1, "fedem_1", 3)))
+    assert not torch.equal(torch.cat(e.minibatches(0, 1, "fedem_0", 3)),
+                           torch.cat(e.minibatches(0, 1, "fedem_1", 3)))
 
 
 # ---------------------------------------------------------------------- predict / record
@@ -189,7 +191,7 @@ def test_predict_is_pi_weighted_mixture():
     e, alg = _alg({"components": 3}, lr=0.5)
     state, _ = alg.round(alg.init(), 1)
     x = e.data.x
-    probs = [e.probs(e.take(state["components"], m), x) for m in range(3)]
+    probs = [e.probs(take(state["components"], m), x) for m in range(3)]
     for k in range(3):
         expected = sum(float(state["pi"][k, m]) * probs[m] for m in range(3))
         got = alg.predict(state, k, x, 1)

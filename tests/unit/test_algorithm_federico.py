@@ -19,6 +19,7 @@ from _fl_helpers import (
 from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
+from pflrepro.params import take
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
 #: Our former default, kept as a named variant: per-sample mean losses, an epoch of M-steps.
@@ -37,7 +38,7 @@ def _distinct_weights(k, seed=0):
 
 def _mean_losses(e, params, pairs):
     """ℓ_ij = engine.mean_loss(φ_j, client i) for the (i, j) in pairs."""
-    return {(i, j): e.mean_loss(e.take(params, j), i, "train") for i, j in pairs}
+    return {(i, j): e.mean_loss(take(params, j), i, "train") for i, j in pairs}
 
 
 def _six():
@@ -146,7 +147,7 @@ def test_init_table_is_all_to_all_losses():
     e, alg = _alg(FORMER)
     state = alg.init()
     for k in range(4):
-        assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+        assert_params_close(take(state["params"], k), e.init_params(k), atol=0, rtol=0)
     expected = _mean_losses(e, state["params"], [(i, j) for i in range(4) for j in range(4)])
     for (i, j), value in expected.items():
         assert float(state["table"][i, j]) == pytest.approx(value, rel=1e-6)
@@ -229,7 +230,7 @@ def test_accumulative_adds_latest_known_losses():
     last = last1.clone()
     for i in range(4):
         for j in [i, *nbrs[i]]:
-            last[i, j] = e.mean_loss(e.take(params1, j), i, "train")
+            last[i, j] = e.mean_loss(take(params1, j), i, "train")
     torch.testing.assert_close(state["last"], last)
     torch.testing.assert_close(state["table"], table1 + last)
     torch.testing.assert_close(state["weights"], torch.softmax(-(table1 + last), dim=1))
@@ -252,7 +253,7 @@ def test_no_neighbours_is_local_training(variant, tracking):
         torch.testing.assert_close(state["weights"], eye, atol=0, rtol=0)
     x = e.data.x[e.data.test[0]]
     torch.testing.assert_close(alg.predict(state, 0, x, 3),
-                               e.probs(e.take(state["params"], 0), x))
+                               e.probs(take(state["params"], 0), x))
 
 
 def test_mstep_without_neighbours_one_step_by_hand():
@@ -264,12 +265,12 @@ def test_mstep_without_neighbours_one_step_by_hand():
     params0 = clone(state["params"])
     state, losses = alg.round(state, 1)
     for k in range(4):
-        (batch,) = e.batches(k, 1, f"federico_mstep_{k}", 1)
+        (batch,) = e.minibatches(k, 1, f"federico_mstep_{k}", 1)
         assert float(state["weights"][k, k]) == 1.0
-        p0 = e.take(params0, k)
+        p0 = take(params0, k)
         loss, g = manual_loss_and_grad(p0, e.data.x[batch], e.data.y[batch])
         expected = {n: p0[n] - lr * g[n] for n in (W, B)}
-        assert_params_close(e.take(state["params"], k), expected)
+        assert_params_close(take(state["params"], k), expected)
         assert losses[k] == pytest.approx(loss, rel=1e-5)
 
 
@@ -287,14 +288,14 @@ def test_paper_mstep_is_one_step_on_eq4_by_hand():
     n = SIZES4["n_train"]
     for k in range(4):
         users = [i for i in range(4) if k in used[i]]
-        p = clone(e.take(params1, k))
+        p = clone(take(params1, k))
         g = {name: torch.zeros_like(v) for name, v in p.items()}
         for i in users:
-            (idx,) = e.batches(i, 2, f"federico_mstep_{k}", 1)
+            (idx,) = e.minibatches(i, 2, f"federico_mstep_{k}", 1)
             _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
             g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
         expected = {name: p[name] - lr * g[name] for name in p}
-        assert_params_close(e.take(state["params"], k), expected)
+        assert_params_close(take(state["params"], k), expected)
 
 
 def _manual_mstep(e, params0, w, used, rnd, lr):
@@ -302,8 +303,8 @@ def _manual_mstep(e, params0, w, used, rnd, lr):
     for k in range(e.num_clients):
         users = [i for i in range(e.num_clients) if k in used[i]]
         steps = e.steps_per_round(k)
-        streams = {i: e.batches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
-        p = clone(e.take(params0, k))
+        streams = {i: e.minibatches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
+        p = clone(take(params0, k))
         for s in range(steps):
             g = {n: torch.zeros_like(v) for n, v in p.items()}
             for i in users:
@@ -329,7 +330,7 @@ def test_mstep_weighs_by_how_much_others_use_the_model(m):
     assert not torch.allclose(w, w.T)
     expected = _manual_mstep(e, params1, w, used, 2, lr)
     for k in range(4):
-        assert_params_close(e.take(state["params"], k), expected[k])
+        assert_params_close(take(state["params"], k), expected[k])
     # the transposed weighting gives different models
     wrong = _manual_mstep(e, params1, w.T, used, 2, lr)
     assert any(not torch.allclose(wrong[k][W], expected[k][W], atol=1e-6) for k in range(4))
@@ -354,7 +355,7 @@ def test_predict_is_weighted_mixture():
     e, alg = _alg({"neighbors": 2}, lr=0.5)
     state, _ = alg.round(alg.init(), 1)
     x = e.data.x
-    probs = [e.probs(e.take(state["params"], j), x) for j in range(4)]
+    probs = [e.probs(take(state["params"], j), x) for j in range(4)]
     for i in range(4):
         expected = sum(float(state["weights"][i, j]) * probs[j] for j in range(4))
         got = alg.predict(state, i, x, 1)

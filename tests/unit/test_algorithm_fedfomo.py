@@ -13,6 +13,7 @@ from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine
 from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedfomo import FedFomo, fomo_scores, fomo_update, normalise, param_distance
+from pflrepro.params import put, take
 
 SIZES = dict(n_train=(5, 5, 5, 5), n_test=(1, 1, 1, 1))
 #: the behaviour before issue 12: scores against the current model, Euclidean distance,
@@ -96,10 +97,10 @@ def test_validation_split_disjoint_from_training_batches():
         assert len(val) == 1 and len(fit) == 4  # round(0.2 * 5) = 1
         assert val.isdisjoint(fit) and val | fit == train
         for rnd in range(1, 8):
-            for idx in alg.batches(k, rnd, alg.steps(k)):
+            for idx in _batches(e, alg, k, rnd):
                 assert set(idx.tolist()) <= fit
     # steps count epochs over the non-validation part: ceil(4 / 2) = 2
-    assert [alg.steps(k) for k in range(4)] == [2, 2, 2, 2]
+    assert [_steps(e, alg, k) for k in range(4)] == [2, 2, 2, 2]
 
 
 def test_validation_split_seeded():
@@ -121,10 +122,19 @@ def _l2(a, b):
     return math.sqrt(sum(float(((a[k] - b[k]) ** 2).sum()) for k in (W, B)))
 
 
+def _steps(e, alg, k):
+    return e.steps_per_round(k, samples=len(alg.fit[k]))
+
+
+def _batches(e, alg, k, rnd):
+    """Client k's local batches: the engine's stream over its non-validation part."""
+    return e.minibatches(k, rnd, "local", _steps(e, alg, k), alg.fit[k])
+
+
 def _sgd(e, alg, p, i, rnd, lr):
     """Plain SGD over client i's batches of round rnd; the parameters and mean loss."""
     p, ref = clone(p), 0.0
-    batches = alg.batches(i, rnd, alg.steps(i))
+    batches = _batches(e, alg, i, rnd)
     for idx in batches:
         loss, g = e.loss_and_grad(p, idx)
         p = {k: p[k] - lr * g[k] for k in p}
@@ -142,25 +152,25 @@ def test_round_by_hand(hyper, dist):
     new, losses = alg.round(clone(state), 1)
     mixing = 0
     for i in range(4):
-        own = e.take(old, i)
+        own = take(old, i)
         own_loss = _val_loss(e, own, alg.val[i])
         raw = {}
         for j in range(4):
             if j != i:
-                theta = e.take(old, j)
+                theta = take(old, j)
                 raw[j] = max(0.0, (own_loss - _val_loss(e, theta, alg.val[i])) / dist(theta, own))
         total = sum(raw.values())
         mixing += total > 0
         w = {j: (v / total if total > 0 else 0.0) for j, v in raw.items()}
         for j in range(4):
             assert float(new["weights"][i, j]) == pytest.approx(w.get(j, 0.0), rel=1e-5)
-        mixed = {k: own[k] + sum(w[j] * (e.take(old, j)[k] - own[k]) for j in w)
+        mixed = {k: own[k] + sum(w[j] * (take(old, j)[k] - own[k]) for j in w)
                  for k in (W, B)}
         p, ref = _sgd(e, alg, mixed, i, 1, 0.2)
-        assert_params_close(e.take(new["params"], i), p, atol=1e-5)
+        assert_params_close(take(new["params"], i), p, atol=1e-5)
         assert losses[i] == pytest.approx(ref, rel=1e-5)
         if "previous" in new:
-            assert_params_close(e.take(new["previous"], i), mixed, atol=1e-6)
+            assert_params_close(take(new["previous"], i), mixed, atol=1e-6)
     assert mixing > 0  # the case mixes something
     assert ("previous" in new) == (hyper.get("reference", "previous") == "previous")
     assert torch.equal(new["affinity"], new["weights"])  # first round: P = w
@@ -176,22 +186,22 @@ def test_round_two_by_hand():
     new, losses = alg.round(clone(state), 2)
     mixed_any_self = False
     for i in range(4):
-        ref = e.take(prev, i)
+        ref = take(prev, i)
         ref_loss = _val_loss(e, ref, alg.val[i])
         raw = {}
         for c in range(4):
-            theta = e.take(old, c)
+            theta = take(old, c)
             raw[c] = max(0.0, (ref_loss - _val_loss(e, theta, alg.val[i])) / _l1(theta, ref))
         total = sum(raw.values())
         w = {c: (v / total if total > 0 else 0.0) for c, v in raw.items()}
         mixed_any_self |= 0 < w[i] < 1
         for c in range(4):
             assert float(new["weights"][i, c]) == pytest.approx(w[c], rel=1e-5)
-        mixed = {k: ref[k] + sum(w[c] * (e.take(old, c)[k] - ref[k]) for c in w)
+        mixed = {k: ref[k] + sum(w[c] * (take(old, c)[k] - ref[k]) for c in w)
                  for k in (W, B)}
-        assert_params_close(e.take(new["previous"], i), mixed, atol=1e-6)
+        assert_params_close(take(new["previous"], i), mixed, atol=1e-6)
         p, ref_train = _sgd(e, alg, mixed, i, 2, 0.2)
-        assert_params_close(e.take(new["params"], i), p, atol=1e-5)
+        assert_params_close(take(new["params"], i), p, atol=1e-5)
         assert losses[i] == pytest.approx(ref_train, rel=1e-5)
     assert mixed_any_self  # some client mixes its own trained model with others
 
@@ -210,10 +220,10 @@ def _hand_case(hyper, loss=lambda p: 2.0 - sum(float(v.sum()) for v in p.values(
     alg.val_loss = lambda params, client: loss(params)
     state = alg.init()
     for i, theta in enumerate(THETA):
-        e.put(state["params"], i, theta)
+        put(state["params"], i, theta)
     if "previous" in state:
         for i in range(3):
-            e.put(state["previous"], i, _p([[0.0, 0.0], [0.0, 0.0]], [0.0, 0.0]))
+            put(state["previous"], i, _p([[0.0, 0.0], [0.0, 0.0]], [0.0, 0.0]))
     return e, alg, alg.round(state, 2)
 
 
@@ -227,8 +237,8 @@ def test_own_trained_model_keeps_weight():
     torch.testing.assert_close(state["weights"], expected)
     mixed = _p([[0.5, 0.0], [0.0, 0.0]], [0.0, 1.5])
     for i in range(3):
-        assert_params_close(e.take(state["previous"], i), mixed, atol=0, rtol=0)
-        assert_params_close(e.take(state["params"], i), _sgd(e, alg, mixed, i, 2, 0.2)[0])
+        assert_params_close(take(state["previous"], i), mixed, atol=0, rtol=0)
+        assert_params_close(take(state["params"], i), _sgd(e, alg, mixed, i, 2, 0.2)[0])
     torch.testing.assert_close(state["affinity"], expected)
 
 
@@ -247,8 +257,8 @@ def test_no_positive_score_goes_back_to_previous():
     assert torch.count_nonzero(state["weights"]) == 0
     zero = _p([[0.0, 0.0], [0.0, 0.0]], [0.0, 0.0])
     for i in range(3):
-        assert_params_close(e.take(state["previous"], i), zero, atol=0, rtol=0)
-        assert_params_close(e.take(state["params"], i), _sgd(e, alg, zero, i, 2, 0.2)[0])
+        assert_params_close(take(state["previous"], i), zero, atol=0, rtol=0)
+        assert_params_close(take(state["params"], i), _sgd(e, alg, zero, i, 2, 0.2)[0])
 
 
 def test_legacy_reference_current_by_hand():
@@ -266,7 +276,7 @@ def test_legacy_reference_current_by_hand():
     mixed = [t1, t1, {k: t2[k] + (a * (t0[k] - t2[k]) + b * (t1[k] - t2[k])) / (a + b)
                       for k in (W, B)}]
     for i in range(3):
-        assert_params_close(e.take(state["params"], i), _sgd(e, alg, mixed[i], i, 2, 0.2)[0])
+        assert_params_close(take(state["params"], i), _sgd(e, alg, mixed[i], i, 2, 0.2)[0])
 
 
 def _assert_round_one_is_local_training(e, alg, state, lr):
@@ -275,8 +285,8 @@ def _assert_round_one_is_local_training(e, alg, state, lr):
     state, _ = alg.round(state, 1)
     assert torch.count_nonzero(state["weights"]) == 0
     for i in range(4):
-        p, _ = _sgd(e, alg, e.take(start, i), i, 1, lr)
-        assert_params_close(e.take(state["params"], i), p, atol=1e-6)
+        p, _ = _sgd(e, alg, take(start, i), i, 1, lr)
+        assert_params_close(take(state["params"], i), p, atol=1e-6)
 
 
 def test_shared_start_round_one_is_local_training():
@@ -414,7 +424,7 @@ def test_predict_own_model():
     x = e.data.x
     for k in range(4):
         torch.testing.assert_close(alg.predict(state, k, x, 1),
-                                   e.probs(e.take(state["params"], k), x))
+                                   e.probs(take(state["params"], k), x))
 
 
 def _run(seed, **params):

@@ -10,7 +10,8 @@ from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedprox import FedProx, FedProxHyper
-from pflrepro.engine import proximal_hook
+from pflrepro.params import take
+from pflrepro.terms import Proximal
 
 SIZES = (4, 2, 3)
 
@@ -24,7 +25,7 @@ def _manual_prox(start, e, k, rnd, steps, lr, mu):
     """Plain SGD on the engine's batches with gradient ∇f(w) + μ (w − start)."""
     data = e.data
     p = clone(start)
-    for idx in e.batches(k, rnd, "local", steps):
+    for idx in e.minibatches(k, rnd, "local", steps):
         _, g = manual_loss_and_grad(p, data.x[idx], data.y[idx])
         p = {n: p[n] - lr * (g[n] + mu * (p[n] - start[n])) for n in p}
     return p
@@ -70,7 +71,7 @@ def test_second_step_moves_by_extra_lr_mu_times_displacement():
     state, _ = alg.round(alg.init(), 1)
     models = []
     for k in range(3):
-        b1, b2 = e.batches(k, 1, "local", 2)
+        b1, b2 = e.minibatches(k, 1, "local", 2)
         _, g0 = manual_loss_and_grad(w0, e.data.x[b1], e.data.y[b1])
         w1 = {n: w0[n] - lr * g0[n] for n in w0}
         _, g1 = manual_loss_and_grad(w1, e.data.x[b2], e.data.y[b2])
@@ -98,10 +99,10 @@ def test_adam_gets_the_proximal_gradient():
     state = alg.init()
     g0, opt0 = clone(state["global"]), clone(state["opt"])
     state, _ = alg.round(state, 1)
-    models = [e.local_train(g0, e.take(opt0, k), k, 1, grad_hook=proximal_hook(g0, mu))[0]
+    models = [e.train_client(g0, take(opt0, k), k, 1, terms=[Proximal(g0, mu)])[0]
               for k in range(3)]
     assert_params_close(state["global"], _size_weighted(models))
-    plain = [e.local_train(g0, e.take(opt0, k), k, 1)[0] for k in range(3)]
+    plain = [e.train_client(g0, take(opt0, k), k, 1)[0] for k in range(3)]
     assert not torch.allclose(state["global"][W], _size_weighted(plain)[W])
 
 
@@ -109,18 +110,18 @@ def test_hook_formula():
     p = {W: torch.tensor([[1.0, 2.0]]), B: torch.tensor([0.5])}
     a = {W: torch.tensor([[0.0, 4.0]]), B: torch.tensor([0.5])}
     g = {W: torch.tensor([[0.1, 0.1]]), B: torch.tensor([1.0])}
-    out = proximal_hook(a, 0.5)(p, g)
+    out = Proximal(a, 0.5).add(p, g)
     torch.testing.assert_close(out[W], torch.tensor([[0.6, -0.9]]))
     torch.testing.assert_close(out[B], torch.tensor([1.0]))
 
 
-def test_grad_hook_anchors_at_the_round_global_model():
+def test_term_anchors_at_the_round_global_model():
     e, alg = _alg()
     state = alg.init()
-    hook = alg.grad_hook(state, 0)
+    (term,) = alg.terms(state)
     p = {k: v + 1.0 for k, v in state["global"].items()}
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
-    out = hook(p, zero)
+    out = term.add(p, zero)
     for k in out:  # μ (p − w_g) = μ · 1
         torch.testing.assert_close(out[k], torch.full_like(p[k], alg.hp.mu))
 

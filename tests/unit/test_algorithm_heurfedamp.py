@@ -21,6 +21,7 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedamp import FedAMP, flatten
 from pflrepro.algorithms.heurfedamp import HeurFedAMP, HeurFedAMPHyper, heuristic_attention
 from pflrepro.algorithms.local import Local
+from pflrepro.params import take
 
 
 def _alg(params=None, seed=0, data=None, **training):
@@ -91,7 +92,7 @@ def test_self_attention_extremes():
 
 def test_client_step_is_fedamps():
     assert issubclass(HeurFedAMP, FedAMP)
-    for method in ("client_update", "round", "predict", "record"):
+    for method in ("terms", "round", "predict", "record"):
         assert getattr(HeurFedAMP, method) is getattr(FedAMP, method)
 
 
@@ -107,10 +108,10 @@ def test_round_is_proximal_sgd_from_cloud_model():
     for k in range(3):
         u = {n: sum(float(xi[k, j]) * start[n][j] for j in range(3)) for n in (W, B)}
         p = clone(u)
-        for idx in e.batches(k, 1, "local", 3):
+        for idx in e.minibatches(k, 1, "local", 3):
             _, g = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
             p = {n: p[n] - lr * (g[n] + lam / alpha * (p[n] - u[n])) for n in p}
-        assert_params_close(e.take(state["params"], k), p)
+        assert_params_close(take(state["params"], k), p)
 
 
 def test_full_self_attention_without_pull_is_local_training():

@@ -8,6 +8,7 @@ from _fl_helpers import W, assert_params_close, clone, make_engine, manual_sgd
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.local import Local
+from pflrepro.params import take
 
 
 def _alg(**training):
@@ -23,7 +24,7 @@ def test_clients_start_from_their_own_init():
     e, alg = _alg()
     state = alg.init()
     for k in range(3):
-        assert_params_close(e.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+        assert_params_close(take(state["params"], k), e.init_params(k), atol=0, rtol=0)
     w = state["params"][W]
     assert not torch.equal(w[0], w[1]) and not torch.equal(w[1], w[2])
 
@@ -35,9 +36,9 @@ def test_one_round_equals_independent_local_training(optimizer):
     state, losses = alg.round(state, 1)
     for k in range(3):
         start = e.init_params(k)
-        ref, ref_opt, ref_loss = e.local_train(start, e.init_opt(start), k, 1)
-        assert_params_close(e.take(state["params"], k), ref)
-        assert_params_close(e.take(state["opt"], k), ref_opt)
+        ref, ref_opt, ref_loss = e.train_client(start, e.init_opt(start), k, 1)
+        assert_params_close(take(state["params"], k), ref)
+        assert_params_close(take(state["opt"], k), ref_opt)
         assert losses[k] == pytest.approx(ref_loss)
 
 
@@ -52,7 +53,7 @@ def test_sgd_round_by_manual_loop_and_no_mixing():
         p = e.init_params(k)
         for rnd in (1, 2):
             p, _ = manual_sgd(p, e, k, rnd, "local", e.steps_per_round(k), lr=0.2)
-        assert_params_close(e.take(state["params"], k), p)
+        assert_params_close(take(state["params"], k), p)
     # changing client 2's model does not change what client 0 learns in the next round
     a, b = clone(state), clone(state)
     b["params"][W][2] += 10.0
@@ -68,7 +69,7 @@ def test_predict_uses_own_model():
     x = e.data.x
     for k in range(3):
         torch.testing.assert_close(alg.predict(state, k, x, 1),
-                                   e.probs(e.take(state["params"], k), x))
+                                   e.probs(take(state["params"], k), x))
     assert not torch.allclose(alg.predict(state, 0, x, 1), alg.predict(state, 1, x, 1))
 
 

@@ -9,6 +9,7 @@ from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_lo
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.scaffold import Scaffold, ScaffoldHyper
+from pflrepro.params import take
 
 STEPS = [2, 1, 2]  # ceil(n_k / 2) for train sizes 4, 2, 3 and batch 2
 
@@ -22,7 +23,7 @@ def _manual(x, c, c_i, e, k, rnd, lr):
     """Corrected SGD by hand: y ← y − lr (∇f(y) + c − c_i); returns y and c_i⁺ (option II)."""
     y = clone(x)
     steps = e.steps_per_round(k)
-    for idx in e.batches(k, rnd, "local", steps):
+    for idx in e.minibatches(k, rnd, "local", steps):
         _, g = manual_loss_and_grad(y, e.data.x[idx], e.data.y[idx])
         y = {n: y[n] - lr * (g[n] + c[n] - c_i[n]) for n in y}
     c_new = {n: c_i[n] - c[n] + (x[n] - y[n]) / (steps * lr) for n in y}
@@ -58,8 +59,8 @@ def test_first_round_is_uniformly_averaged_fedavg_and_controls_by_hand():
     for k in range(3):
         # c_i⁺ = (x − y_i) / (K_i lr)
         expected = {n: (x0[n] - ys[k][n]) / (STEPS[k] * lr) for n in x0}
-        assert_params_close(e.take(state["client_control"], k), expected)
-        assert_params_close(e.take(state["client_control"], k), cs[k])
+        assert_params_close(take(state["client_control"], k), expected)
+        assert_params_close(take(state["client_control"], k), cs[k])
     assert_params_close(state["control"], _mean(cs))
     assert losses.shape == (3,) and not any(map(torch.isnan, torch.tensor(losses)))
 
@@ -72,9 +73,9 @@ def test_one_local_step_control_is_the_gradient_at_x():
     assert torch.count_nonzero(s1["control"][W]) > 0
     s2, _ = alg.round(s1, 2)
     for k in range(3):
-        (idx,) = e.batches(k, 2, "local", 1)
+        (idx,) = e.minibatches(k, 2, "local", 1)
         _, g = manual_loss_and_grad(x1, e.data.x[idx], e.data.y[idx])
-        assert_params_close(e.take(s2["client_control"], k), g, atol=1e-5)
+        assert_params_close(take(s2["client_control"], k), g, atol=1e-5)
 
 
 def test_correction_is_applied_in_local_steps():
@@ -87,10 +88,10 @@ def test_correction_is_applied_in_local_steps():
     zero = {n: torch.zeros_like(v) for n, v in x1.items()}
     ys, cs = [], []
     for k in range(3):
-        y, c_new = _manual(x1, c1, e.take(ci1, k), e, k, 2, lr)
+        y, c_new = _manual(x1, c1, take(ci1, k), e, k, 2, lr)
         ys.append(y)
         cs.append(c_new)
-        assert_params_close(e.take(s2["client_control"], k), c_new)
+        assert_params_close(take(s2["client_control"], k), c_new)
     assert_params_close(s2["global"], _mean(ys))
     delta = _mean([{n: cs[k][n] - ci1[n][k] for n in x1} for k in range(3)])
     assert_params_close(s2["control"], {n: c1[n] + delta[n] for n in x1})

@@ -260,11 +260,72 @@ def test_femnist_from_placed_archive(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "writers.json").read_text()) == [
         "f0001_02", "f0002_07", "f0003_10"]
     assert (raw / "femnist_all_data.tar.gz.sha256").read_text().split()[0] == sha(archive)
-    # a different archive later does not verify against the recorded hash, and is kept
+    # a different archive later does not verify against the recorded hash, and is kept;
+    # the message names the record to delete if the new archive is the one to use
     archive.write_bytes(archive.read_bytes() + b"\0" * 512)
-    with pytest.raises(catalog.ArchiveMissingError, match="does not verify"):
+    record = raw / "femnist_all_data.tar.gz.sha256"
+    with pytest.raises(catalog.ArchiveMissingError, match="is not the archive first used") as info:
         catalog.prepare_femnist(tmp_path / "out2", raw, ())
+    assert f"delete {record} and rerun" in str(info.value)
     assert archive.exists()
+    record.unlink()  # the fix it names: the new archive is read, recorded and used
+    catalog.prepare_femnist(tmp_path / "out3", raw, ())
+    assert record.read_text().split()[0] == sha(archive)
+
+
+def _femnist_archive(path: Path) -> Path:
+    """A placed FEMNIST archive of one LEAF file: 200 random 28x28 images of one writer."""
+    x = np.random.default_rng(7).integers(0, 256, (200, 784)).astype(np.float64)
+    payload = leaf_json({"f0001_01": (x, [1] * 200)})
+    with tarfile.open(path, "w:gz") as tf:
+        info = tarfile.TarInfo("all_data/all_data_0.json")
+        info.size = len(payload)
+        tf.addfile(info, io.BytesIO(payload))
+    return path
+
+
+def test_truncated_first_femnist_archive_is_refused_not_recorded(tmp_path: Path) -> None:
+    # issue 17, item 6: the first archive seen was trusted as it was, so a truncated one
+    # stayed "verified" forever (an uncaught EOFError on every run)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    archive = _femnist_archive(raw / "femnist_all_data.tar.gz")
+    good = archive.read_bytes()
+    archive.write_bytes(good[: len(good) // 2])
+    with pytest.raises(catalog.ArchiveMissingError, match="does not read to its end") as info:
+        catalog.prepare_femnist(tmp_path / "out", raw, ())
+    assert str(archive) in str(info.value) and "hash was not recorded" in str(info.value)
+    assert not (raw / "femnist_all_data.tar.gz.sha256").exists()
+    archive.write_bytes(good)  # the complete archive, placed afterwards, is used
+    assert catalog.prepare_femnist(tmp_path / "out", raw, ()).size == 200
+    assert (raw / "femnist_all_data.tar.gz.sha256").read_text().split()[0] == sha(archive)
+
+
+def test_damaged_archive_trusted_earlier_names_the_record(tmp_path: Path) -> None:
+    # a record written for a truncated archive before archives were read to their end:
+    # extraction fails with the record named, not with a bare EOFError
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    archive = _femnist_archive(raw / "femnist_all_data.tar.gz")
+    archive.write_bytes(archive.read_bytes()[:-300])
+    record = raw / "femnist_all_data.tar.gz.sha256"
+    record.write_text(f"{sha(archive)}  {archive.name}\n")
+    with pytest.raises(catalog.ArchiveMissingError) as info:
+        catalog.prepare_femnist(tmp_path / "out", raw, ())
+    text = str(info.value)
+    assert f"{archive} does not read to its end" in text and f"delete {record}" in text
+
+
+def test_truncated_officehome_zip_is_refused(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    archive = raw / "OfficeHomeDataset_10072016.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("OfficeHomeDataset_10072016/Art/Alarm_Clock/00001.jpg", b"x" * 5000)
+    archive.write_bytes(archive.read_bytes()[:3000])
+    with pytest.raises(catalog.ArchiveMissingError, match="does not read to its end"):
+        catalog.prepare_officehome(tmp_path / "out", raw, ())
+    assert not (raw / "OfficeHomeDataset_10072016.zip.sha256").exists()
 
 
 def test_officehome_asks_for_the_archive(tmp_path: Path) -> None:

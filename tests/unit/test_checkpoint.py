@@ -12,6 +12,7 @@ import pytest
 import torch
 from _fl_helpers import make_data, make_engine
 
+from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.checkpoint import MAGIC, TRAILER, Checkpointer, Interrupted
@@ -25,9 +26,7 @@ DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1))
 
 def _frame(log: MetricLog):
     return log.to_frame({c: "x" if c not in ("split_seed", "train_seed") else 0
-                         for c in ("experiment", "dataset", "partition", "method",
-                                   "algorithm", "params", "split_seed", "train_seed",
-                                   "package_version", "git_revision")})
+                         for c in R.CONFIG_COLUMNS})
 
 
 def _run(name: str, checkpoint: Checkpointer | None, stop_after: int | None = None):

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import pflrepro.workflow as W
+from pflrepro import results as R
 from pflrepro.cli import main
 from pflrepro.config import parse
 from pflrepro.reporting.claims import (
@@ -55,7 +56,8 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
     return log.to_frame({
         "experiment": experiment, "dataset": "digits", "partition": partition,
         "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
-        "train_seed": train_seed, "package_version": "0", "git_revision": "abc"})
+        "train_seed": train_seed, "client_training": "loop", "package_version": "0",
+        "git_revision": "abc"})
 
 
 def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:
@@ -112,7 +114,7 @@ def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None
                     assert method in experiments[name]["methods"], (claim.id, name, method)
                     if claim.check.type in ("weight_mass", "group_contrast",
                                             "weight_compare", "components_used"):
-                        assert methods[method]["algorithm"] in W.WEIGHTED_ALGORITHMS, method
+                        assert methods[method]["algorithm"] in W.recording(R.WEIGHT), method
 
 
 def test_row_keys_of_the_shipped_file() -> None:

@@ -144,3 +144,44 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     err = capsys.readouterr().err
     assert f"{data / 'x.npy'}: sha256" in err and f"delete the folder {data}/" in err
     assert not out.exists()
+
+
+def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 17, item 4: the error names the file, and the file is gone, so that the
+    # next `snakemake` trains that run again instead of saying "Nothing to be done"
+    from pflrepro.io import write_parquet
+
+    run = tmp_path / "split0-seed0.parquet"
+    write_parquet(pd.DataFrame({"round": [0, 1]}), run)
+    run.write_bytes(run.read_bytes()[:-20])
+    agg = tmp_path / "agg.parquet"
+    assert main(["aggregate", "--out", str(agg), str(run)]) == 1
+    err = capsys.readouterr().err
+    assert f"{run} is damaged" in err and "rerun snakemake" in err
+    assert not run.exists() and not agg.exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("training:\n  rounds: 3\n   lr: 0.1\n", ":3:6: YAML syntax error"),
+    ("", ": the config file is empty"),
+])
+def test_check_config_names_file_and_line(tmp_path: Path, text: str, message: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # Snakemake reads --configfile files before the workflow runs, and its message names
+    # neither the file nor the line: `pflrepro check-config` does
+    bad = tmp_path / "my.yaml"
+    bad.write_text(text)
+    assert main(["check-config", str(bad)]) == 1
+    assert f"pflrepro check-config: error: {bad}{message}" in capsys.readouterr().err
+
+
+def test_check_config_merges_files_in_order(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    base = Path(__file__).parents[1] / "workflow" / "config.yaml"
+    override = tmp_path / "my.yaml"
+    override.write_text("training:\n  lr: .inf\n")  # merged into base's training
+    assert main(["check-config", str(base)]) == 0
+    assert "valid (1 experiment(s) at the paper scale)" in capsys.readouterr().out
+    assert main(["check-config", str(base), str(override)]) == 1
+    assert "training.lr: must be a finite number" in capsys.readouterr().err

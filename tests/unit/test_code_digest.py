@@ -118,7 +118,7 @@ def test_digest_depends_on_paths_and_contents_not_order_or_mtime(tmp_path: Path)
 
 def test_training_core_is_what_the_training_entry_imports() -> None:
     core = _rel(training_core())
-    assert {"run.py", "engine.py", "batched.py", "optim.py", "training.py", "seeding.py",
+    assert {"run.py", "engine.py", "local_training.py", "optim.py", "training.py", "seeding.py",
             "results.py", "checkpoint.py", "io.py", "devices.py", "models/nets.py",
             "data/store.py", "data/partition.py", "algorithms/base.py",
             "algorithms/registry.py"} <= core
@@ -246,7 +246,7 @@ def test_editing_a_module_makes_exactly_the_runs_that_execute_it_stale(
         return {r for r in before if after[r] != before[r]}
 
     every = set(before)
-    assert changed_after_editing("batched.py") == every
+    assert changed_after_editing("local_training.py") == every
     assert changed_after_editing("data/store.py") == every
     assert changed_after_editing("algorithms/fedamp.py") == {
         r for r, a in algorithm.items() if a in ("fedamp", "heurfedamp")}

@@ -262,3 +262,15 @@ def test_repository_config_files_read_strictly() -> None:
                  "tests/workflow/config.yaml"):
         assert load_config_file(REPO / path) == yaml.safe_load((REPO / path).read_text())
         check(load_config_file(REPO / path), SCHEMA)
+
+
+def test_config_paths_merge_as_snakemake_does(tmp_path: Path) -> None:
+    from pflrepro.config import check_config_paths, merge_configs
+
+    assert merge_configs({"a": {"x": 1, "y": 2}, "b": [1]}, {"a": {"y": 3}, "b": [2]}) == {
+        "a": {"x": 1, "y": 3}, "b": [2]}
+    override = _write(tmp_path, "training:\n  rounds: 7\n")
+    cfg = check_config_paths([TINY_PATH, override], SCHEMA)
+    assert cfg.experiments["tiny"].training.rounds == 7
+    with pytest.raises(ConfigError, match="no config file given"):
+        check_config_paths([], SCHEMA)

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from pflrepro import devices
 from pflrepro.devices import claim
@@ -137,3 +138,12 @@ def test_cuda_lease_takes_a_visible_device(tmp_path: Path, monkeypatch) -> None:
         else:
             with pytest.raises(TimeoutError):
                 claim(keys, tmp_path, poll_s=0.01, timeout_s=0.1)
+
+
+def test_choose_device():
+    cpu = torch.device("cpu")
+    assert devices.choose_device("cpu") == cpu
+    if not torch.cuda.is_available():
+        assert devices.choose_device("auto") == cpu
+        with pytest.raises(RuntimeError):
+            devices.choose_device("cuda")

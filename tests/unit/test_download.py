@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from pflrepro.data.download import (
+    DamagedArchiveError,
     DownloadError,
     RemoteFile,
     UnsafeArchiveError,
+    check_readable,
     fetch,
     safe_extract,
 )
@@ -381,3 +383,85 @@ def test_failed_extraction_leaves_no_tree(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         safe_extract(tar, tmp_path / "out" / "t", members=["missing.txt"])
     assert list((tmp_path / "out").iterdir()) == []
+
+
+# --------------------------------------------------------- trust on first use: archives
+def _archives(tmp_path: Path) -> dict[str, bytes]:
+    """A good .tar.gz, .tar.bz2, .tar.xz, .zip and .gz, each of incompressible content."""
+    import os
+
+    payload = os.urandom(200_000)
+    out: dict[str, bytes] = {}
+    for name, mode in (("a.tar.gz", "w:gz"), ("a.tar.bz2", "w:bz2"), ("a.tar.xz", "w:xz")):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode=mode) as tf:
+            info = tarfile.TarInfo("all_data/x.json")
+            info.size = len(payload)
+            tf.addfile(info, io.BytesIO(payload))
+        out[name] = buf.getvalue()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("Art/Alarm_Clock/00001.jpg", payload)
+    out["a.zip"] = buf.getvalue()
+    out["a.gz"] = gzip.compress(payload)
+    return out
+
+
+@pytest.mark.parametrize("name", ["a.tar.gz", "a.tar.bz2", "a.tar.xz", "a.zip", "a.gz"])
+def test_check_readable_refuses_truncated_and_flipped_archives(tmp_path: Path,
+                                                               name: str) -> None:
+    good = _archives(tmp_path)[name]
+    path = tmp_path / name
+    path.write_bytes(good)
+    check_readable(path)
+    for damaged in (good[: len(good) // 2], good[:-6]):
+        path.write_bytes(damaged)
+        with pytest.raises(DamagedArchiveError, match=rf"{path} does not read to its end"):
+            check_readable(path)
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x01  # inside the compressed data
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(DamagedArchiveError):
+        check_readable(path)
+    (tmp_path / "blob.bin").write_bytes(b"any bytes")  # not an archive: nothing to read
+    check_readable(tmp_path / "blob.bin")
+
+
+def test_truncated_first_archive_is_never_trusted(tmp_path: Path) -> None:
+    # issue 17, item 6: a truncated first download stayed "verified" forever, even with
+    # a good mirror after it
+    good = _archives(tmp_path)["a.tar.gz"]
+    bad_mirror, good_mirror = tmp_path / "bad", tmp_path / "good"
+    bad_mirror.mkdir()
+    good_mirror.mkdir()
+    (bad_mirror / "femnist.tar.gz").write_bytes(good[:-100])
+    (good_mirror / "femnist.tar.gz").write_bytes(good)
+    spec = RemoteFile("femnist.tar.gz", None)
+    dest = tmp_path / "dest"
+    with pytest.raises(DownloadError, match="does not read to its end"):
+        fetch(spec, [str(bad_mirror)], dest)
+    assert list(dest.iterdir()) == []  # no file, no record
+    out = fetch(spec, [str(bad_mirror), str(good_mirror)], dest)
+    assert out.read_bytes() == good
+    assert (dest / "femnist.tar.gz.sha256").read_text().split()[0] == sha(good)
+    # a truncated copy already in place (no record yet) is replaced from the mirror
+    (dest / "femnist.tar.gz.sha256").unlink()
+    out.write_bytes(good[:1000])
+    assert fetch(spec, [str(good_mirror)], dest).read_bytes() == good
+
+
+def test_mismatch_with_the_first_use_record_names_the_record(tmp_path: Path) -> None:
+    archives = _archives(tmp_path)
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "a.zip").write_bytes(archives["a.zip"])
+    (second / "a.zip").write_bytes(archives["a.zip"] + b"\0")
+    dest = tmp_path / "dest"
+    fetch(RemoteFile("a.zip", None), [str(first)], dest)
+    (dest / "a.zip").unlink()
+    record = dest / "a.zip.sha256"
+    with pytest.raises(DownloadError) as info:
+        fetch(RemoteFile("a.zip", None), [str(second)], dest)
+    assert f"recorded on first use in {record}; if that first copy was the wrong one, " \
+           f"delete {record}" in str(info.value)

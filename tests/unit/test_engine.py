@@ -1,15 +1,13 @@
-"""pflrepro.engine: batching, stacking, initialisation, gradients, local training,
-FederatedData.build and evaluation, on tiny hand-made data sets (CPU only)."""
+"""pflrepro.engine: mini-batches, initialisation, gradients, local training, evaluation,
+the round loop and divergence, on tiny hand-made data sets (CPU only)."""
 
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from _fl_helpers import (
-    CPU,
     B,
     W,
     assert_params_close,
@@ -21,15 +19,11 @@ from _fl_helpers import (
 
 from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm
-from pflrepro.data.store import load_dataset, write_dataset
-from pflrepro.engine import (
-    Engine,
-    FederatedData,
-    PairMaxPool2d,
-    choose_device,
-    pair_max_pools,
-    to_channels_last,
-)
+from pflrepro.data.federated import FederatedData
+from pflrepro.engine import Engine
+from pflrepro.models.surgery import to_channels_last
+from pflrepro.params import take
+from pflrepro.terms import Proximal
 from pflrepro.training import TrainingConfig
 
 # ---------------------------------------------------------------------- batches
@@ -38,7 +32,7 @@ from pflrepro.training import TrainingConfig
 def test_batches_cover_each_sample_once_per_epoch():
     # client 0: 4 train rows (0..3); batch size 2 -> 2 steps per epoch
     e = make_engine(make_data(n_train=(4, 8), n_test=(1, 1)), batch_size=2)
-    batches = e.batches(0, 1, "local", 4)  # two epochs
+    batches = e.minibatches(0, 1, "local", 4)  # two epochs
     assert [len(b) for b in batches] == [2, 2, 2, 2]
     flat = torch.cat(batches)
     assert sorted(flat[:4].tolist()) == [0, 1, 2, 3]
@@ -48,7 +42,7 @@ def test_batches_cover_each_sample_once_per_epoch():
     e3 = make_engine(make_data(n_train=(4, 8), n_test=(1, 1)), batch_size=3)
     steps = e3.steps_per_round(1)
     assert steps == 3
-    flat = torch.cat(e3.batches(1, 1, "local", steps))
+    flat = torch.cat(e3.minibatches(1, 1, "local", steps))
     assert len(flat) == 9
     assert sorted(flat[:8].tolist()) == list(range(5, 13))
 
@@ -57,7 +51,7 @@ def test_batch_size_capped_by_client_size():
     # 2 train samples, batch size 10 -> batches of 2
     e = make_engine(make_data(n_train=(2,), n_test=(1,)), batch_size=10)
     assert e.steps_per_round(0) == 1
-    batches = e.batches(0, 3, "local", 3)
+    batches = e.minibatches(0, 3, "local", 3)
     assert [len(b) for b in batches] == [2, 2, 2]
     assert all(sorted(b.tolist()) == [0, 1] for b in batches)
 
@@ -66,21 +60,21 @@ def test_batches_depend_only_on_seed_round_client_purpose():
     data = make_data(n_train=(8, 8), n_test=(1, 1))
     e = make_engine(data, seed=3)
     torch.manual_seed(0)
-    a = e.batches(0, 2, "local", 4)
+    a = e.minibatches(0, 2, "local", 4)
     torch.manual_seed(99)  # global RNG must not matter
     torch.rand(10)
-    e.batches(1, 2, "local", 4)  # nor other calls in between
-    b = make_engine(data, seed=3).batches(0, 2, "local", 4)
+    e.minibatches(1, 2, "local", 4)  # nor other calls in between
+    b = make_engine(data, seed=3).minibatches(0, 2, "local", 4)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
     # prefix property: fewer steps give a prefix of the same stream
-    assert all(torch.equal(x, y) for x, y in zip(e.batches(0, 2, "local", 2), a[:2],
+    assert all(torch.equal(x, y) for x, y in zip(e.minibatches(0, 2, "local", 2), a[:2],
                                                   strict=False))
     flat = torch.cat(a)
-    for other in (make_engine(data, seed=4).batches(0, 2, "local", 4),
-                  e.batches(0, 3, "local", 4), e.batches(0, 2, "finetune", 4)):
+    for other in (make_engine(data, seed=4).minibatches(0, 2, "local", 4),
+                  e.minibatches(0, 3, "local", 4), e.minibatches(0, 2, "finetune", 4)):
         assert not torch.equal(torch.cat(other), flat)
     # client 1 (same size, rows 9..16): its order is not client 0's order shifted
-    assert not torch.equal(torch.cat(e.batches(1, 2, "local", 4)) - 9, flat)
+    assert not torch.equal(torch.cat(e.minibatches(1, 2, "local", 4)) - 9, flat)
 
 
 def test_steps_per_round():
@@ -95,36 +89,6 @@ def test_steps_per_round():
     e = make_engine(data, batch_size=2, local_steps=5)
     assert [e.steps_per_round(k) for k in range(2)] == [5, 5]
     assert e.steps_per_round(0, epochs=3) == 3 * 2
-
-
-# ---------------------------------------------------------------------- stacking
-
-
-def test_weighted_mean_by_hand():
-    # [[1,2],[3,4]] with weights [1,3] -> (1*[1,2] + 3*[3,4]) / 4 = [2.5, 3.5]
-    stacked = {"a": torch.tensor([[1.0, 2.0], [3.0, 4.0]]),
-               "m": torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])}  # (2, 1, 2)
-    out = Engine.weighted_mean(stacked, torch.tensor([1.0, 3.0]))
-    torch.testing.assert_close(out["a"], torch.tensor([2.5, 3.5]))
-    torch.testing.assert_close(out["m"], torch.tensor([[0.25, 0.75]]))
-    # weights need not be normalised; equal weights give the plain mean
-    out = Engine.weighted_mean(stacked, torch.tensor([5.0, 5.0]))
-    torch.testing.assert_close(out["a"], torch.tensor([2.0, 3.0]))
-
-
-def test_stack_take_put():
-    params = {"w": torch.tensor([[1.0, 2.0]]), "b": torch.tensor(3.0)}
-    stacked = Engine.stack(params, 3)
-    assert stacked["w"].shape == (3, 1, 2) and stacked["b"].shape == (3,)
-    assert torch.equal(Engine.take(stacked, 2)["w"], params["w"])
-    Engine.put(stacked, 1, {"w": torch.tensor([[7.0, 8.0]]), "b": torch.tensor(9.0)})
-    assert stacked["w"][:, 0, 0].tolist() == [1.0, 7.0, 1.0]
-    assert stacked["b"].tolist() == [3.0, 9.0, 3.0]
-    # stack copies: params untouched; take gives views into the stack
-    assert params["w"].tolist() == [[1.0, 2.0]]
-    view = Engine.take(stacked, 0)
-    view["b"].fill_(-1.0)
-    assert stacked["b"].tolist() == [-1.0, 9.0, 3.0]
 
 
 # ---------------------------------------------------------------------- init
@@ -155,7 +119,7 @@ def test_client_init():
     state = e.client_init()
     assert set(state) == {"params", "opt"}
     for k in range(3):
-        assert_params_close(Engine.take(state["params"], k), e.init_params(k), atol=0, rtol=0)
+        assert_params_close(take(state["params"], k), e.init_params(k), atol=0, rtol=0)
     assert state["opt"]["step"].shape == (3,)
     assert state["opt"][f"m.{W}"].shape == (3, 2, 2)
     assert all(float(v.abs().sum()) == 0 for v in state["opt"].values())
@@ -240,33 +204,35 @@ def test_local_train_matches_manual_sgd(client):
     params = e.init_params(client)
     steps = e.steps_per_round(client)  # 2 * ceil(n / 2): 4, 2, 4
     assert steps == [4, 2, 4][client]
-    new, opt, loss = e.local_train(params, e.init_opt(params), client, rnd=1)
+    new, opt, loss = e.train_client(params, e.init_opt(params), client, rnd=1)
     ref, ref_loss = manual_sgd(params, e, client, 1, "local", steps, lr=0.3)
     assert_params_close(new, ref)
     assert loss == pytest.approx(ref_loss, rel=1e-5)
     assert float(opt["step"]) == steps
     # explicit steps and purpose
-    new, _, _ = e.local_train(params, e.init_opt(params), client, 2, purpose="x", steps=3)
+    new, _, _ = e.train_client(params, e.init_opt(params), client, 2, purpose="x", steps=3)
     ref, _ = manual_sgd(params, e, client, 2, "x", 3, lr=0.3)
     assert_params_close(new, ref)
 
 
-def test_local_train_grad_hook():
-    # proximal hook: g + mu (p - anchor), mu = 0.5; the reported loss is the data loss only
+def test_train_client_adds_gradient_terms():
+    # proximal term: g + mu (p - anchor), mu = 0.5; the reported loss is the data loss only
     e = make_engine(lr=0.2)
     params = e.init_params(0)
     anchor = {k: torch.zeros_like(v) for k, v in params.items()}
     seen = []
 
-    def hook(p, g):
-        seen.append(1)
-        return {k: g[k] + 0.5 * (p[k] - anchor[k]) for k in g}
+    class Counted(Proximal):
+        def add(self, p, g):
+            seen.append(1)
+            return super().add(p, g)
 
-    new, _, loss = e.local_train(params, e.init_opt(params), 0, 1, grad_hook=hook)
+    new, _, loss = e.train_client(params, e.init_opt(params), 0, 1,
+                                  terms=[Counted(anchor, 0.5)])
     steps = e.steps_per_round(0)
     assert len(seen) == steps == 2
     p, total = {k: v.clone() for k, v in params.items()}, 0.0
-    for idx in e.batches(0, 1, "local", steps):
+    for idx in e.minibatches(0, 1, "local", steps):
         batch_loss, g = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
         p = {k: p[k] - 0.2 * (g[k] + 0.5 * p[k]) for k in p}
         total += batch_loss
@@ -277,83 +243,10 @@ def test_local_train_grad_hook():
 def test_local_train_with_zero_steps_is_a_no_op():
     e = make_engine()
     params = e.init_params(0)
-    assert e.batches(0, 1, "local", 0) == []
-    new, opt, loss = e.local_train(params, e.init_opt(params), 0, 1, steps=0)
+    assert e.minibatches(0, 1, "local", 0) == []
+    new, opt, loss = e.train_client(params, e.init_opt(params), 0, 1, steps=0)
     assert_params_close(new, params, atol=0, rtol=0)
     assert loss == 0.0
-
-
-# ---------------------------------------------------------------------- FederatedData.build
-
-# 8 images of shape (1, 1, 2), values 0 or 4 with max_value 4: on the [0, 1] scale
-# half the pixels are 0 and half are 1, so mean = 0.5 and std = 0.5, and the
-# normalised pixels are (x/4 - 0.5)/0.5 = -1 (for 0) or +1 (for 4).
-X8 = np.array([[0, 4], [4, 0], [0, 0], [4, 4], [0, 4], [4, 0], [4, 4], [0, 0]],
-              dtype=np.uint8).reshape(8, 1, 1, 2)
-Y8 = np.array([0, 1, 2, 0, 1, 2, 0, 1])
-
-
-def _dataset(tmp_path):
-    write_dataset(tmp_path / "ds", X8, Y8, name="toy", num_classes=3, max_value=4,
-                  source="test")
-    return load_dataset(tmp_path / "ds")
-
-
-def test_build_normalises_and_remaps(tmp_path):
-    ds = _dataset(tmp_path)
-    assert ds.meta.mean == pytest.approx((0.5,)) and ds.meta.std == pytest.approx((0.5,))
-    # rows 0 and 3 are not used by the partition
-    part = pd.DataFrame({
-        "client": np.array([0, 0, 0, 1, 1, 1], dtype=np.int32),
-        "index": np.array([5, 1, 2, 7, 4, 6], dtype=np.int64),
-        "split": pd.array(["train", "train", "test", "train", "train", "test"], dtype="string"),
-        "group": np.array([1, 1, 1, 0, 0, 0], dtype=np.int32),
-    })
-    data = FederatedData.build(ds, part, CPU)
-    # resident rows: used = [1, 2, 4, 5, 6, 7] -> positions 0..5
-    assert data.x.shape == (6, 1, 1, 2) and data.x.dtype == torch.float32
-    assert data.y.dtype == torch.int64 and data.y.tolist() == Y8[[1, 2, 4, 5, 6, 7]].tolist()
-    assert data.num_clients == 2 and data.num_classes == 3
-    assert data.groups == (1, 0)
-    # client 0: train rows 5, 1 -> positions 3, 0 (sorted [0, 3]); test row 2 -> 1
-    assert data.train[0].tolist() == [0, 3] and data.test[0].tolist() == [1]
-    # client 1: train rows 7, 4 -> positions 5, 2; test row 6 -> 4
-    assert data.train[1].tolist() == [2, 5] and data.test[1].tolist() == [4]
-    for k, (tr, te) in enumerate([([1, 5], [2]), ([4, 7], [6])]):
-        expected = torch.from_numpy(X8[tr].astype(np.float32)) / 2 - 1  # 0 -> -1, 4 -> 1
-        assert torch.equal(data.x[data.train[k]], expected)
-        assert data.y[data.train[k]].tolist() == Y8[tr].tolist()
-        assert data.y[data.test[k]].tolist() == Y8[te].tolist()
-    # row 1 is [4, 0] -> [+1, -1]
-    assert data.x[0].flatten().tolist() == [1.0, -1.0]
-
-
-def test_build_general_formula(tmp_path):
-    # values 0..16 with max_value 16 (digits-like): (x/16 - mean)/std, mean/std of all rows
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 17, size=(10, 2, 2, 2)).astype(np.uint8)
-    write_dataset(tmp_path / "d", x, np.arange(10) % 2, name="t", num_classes=2,
-                  max_value=16, source="test")
-    ds = load_dataset(tmp_path / "d")
-    part = pd.DataFrame({"client": np.zeros(10, dtype=np.int32), "index": np.arange(10),
-                         "split": ["train"] * 8 + ["test"] * 2,
-                         "group": np.full(10, -1, dtype=np.int32)})
-    data = FederatedData.build(ds, part, CPU)
-    scaled = x.astype(np.float64) / 16
-    mean = scaled.mean(axis=(0, 2, 3)).reshape(1, 2, 1, 1)
-    std = scaled.std(axis=(0, 2, 3)).reshape(1, 2, 1, 1)
-    np.testing.assert_allclose(data.x.numpy(), (scaled - mean) / std, atol=1e-5)
-    assert data.groups == (-1,)
-
-
-def test_build_rejects_missing_client(tmp_path):
-    ds = _dataset(tmp_path)
-    part = pd.DataFrame({"client": np.array([0, 0, 2, 2], dtype=np.int32),
-                         "index": np.array([0, 1, 2, 3]),
-                         "split": ["train", "test", "train", "test"],
-                         "group": np.full(4, -1, dtype=np.int32)})
-    with pytest.raises(ValueError, match="no samples for client 1"):
-        FederatedData.build(ds, part, CPU)
 
 
 # ---------------------------------------------------------------------- evaluate / run
@@ -435,14 +328,6 @@ def test_run_rows_and_eval_schedule():
     assert (tl["value"] == 1.5).all()
 
 
-def test_choose_device():
-    assert choose_device("cpu") == CPU
-    if not torch.cuda.is_available():
-        assert choose_device("auto") == CPU
-        with pytest.raises(RuntimeError):
-            choose_device("cuda")
-
-
 def test_engine_builds_model_without_grad():
     e = make_engine()
     assert not any(p.requires_grad for p in e.model.parameters())
@@ -462,24 +347,11 @@ def test_local_train_leaves_inputs_untouched():
     opt = e.init_opt(params)
     before_p = {k: v.clone() for k, v in params.items()}
     before_o = {k: v.clone() for k, v in opt.items()}
-    new, new_opt, _ = e.local_train(params, opt, 0, 1)
+    new, new_opt, _ = e.train_client(params, opt, 0, 1)
     assert_params_close(params, before_p, atol=0, rtol=0)
     assert_params_close(opt, before_o, atol=0, rtol=0)
     assert not any(v.requires_grad for v in new.values())
     assert float(new_opt["step"]) == e.steps_per_round(0)
-
-
-def test_running_mean_equals_weighted_mean_bitwise():
-    gen = torch.Generator().manual_seed(0)
-    stacked = {"a": torch.randn(4, 3, 2, generator=gen), "b": torch.randn(4, 5, generator=gen)}
-    weights = torch.tensor([3.0, 1.0, 0.0, 2.0])
-    acc = Engine.running_mean(Engine.take(stacked, 0), weights)
-    for k in range(4):
-        acc.add(k, Engine.take(stacked, k))
-    got = acc.result()
-    assert_params_close(got, Engine.weighted_mean(stacked, weights), atol=0, rtol=0)
-    w = weights / weights.sum()
-    assert_params_close(got, {n: torch.tensordot(w, v, dims=1) for n, v in stacked.items()})
 
 
 def test_images_are_channels_last_and_batches_keep_it():
@@ -525,32 +397,35 @@ def test_cpu_eval_chunk_caps_eval_batch_size():
     assert make_engine(eval_batch_size=2).eval_chunk == 2
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (3, 4, 7, 9), (1, 2, 2, 2)])
-def test_pair_max_pool_same_bits_as_max_pool(shape):
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(*shape, generator=gen).round(decimals=1)  # plenty of ties
-    x[0, 0, 0, 0] = float("nan")
-    pool = PairMaxPool2d(2)
-    for layout in (torch.contiguous_format, torch.channels_last):
-        xs = x.contiguous(memory_format=layout)
-        expected = F.max_pool2d(xs, 2)
-        with torch.inference_mode():
-            got = pool(xs)
-        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
-    # with autograd on it is max-pooling itself: the same gradient, ties included
-    a = x.nan_to_num().requires_grad_(True)
-    pool(a).sum().backward()
-    b = x.nan_to_num().requires_grad_(True)
-    F.max_pool2d(b, 2).sum().backward()
-    assert torch.equal(a.grad, b.grad)
+# ---------------------------------------------------------------------- divergence
 
 
-def test_pair_max_pools_replaces_only_plain_two_by_two_pools():
-    model = torch.nn.Sequential(torch.nn.MaxPool2d(2), torch.nn.MaxPool2d((2, 2), 2),
-                                torch.nn.MaxPool2d(3), torch.nn.MaxPool2d(2, padding=1),
-                                torch.nn.MaxPool2d(2, ceil_mode=True),
-                                torch.nn.Sequential(torch.nn.MaxPool2d(2, 2)))
-    pair_max_pools(model)
-    kinds = [type(m).__name__ for m in model.modules()][1:]
-    assert kinds == ["PairMaxPool2d", "PairMaxPool2d", "MaxPool2d", "MaxPool2d", "MaxPool2d",
-                     "Sequential", "PairMaxPool2d"]
+def test_divergence_stops_the_run_and_is_recorded(caplog):
+    from pflrepro.algorithms.base import parse_hyper
+    from pflrepro.algorithms.fedavg import FedAvg
+
+    # an MLP at lr 1e20: its parameters overflow, its outputs turn NaN
+    e = make_engine(optimizer="sgd", lr=1e20, rounds=30, eval_every=5, model="mlp",
+                    model_options={"hidden": [8]})
+    with caplog.at_level("WARNING", logger="pflrepro.engine"):
+        log = e.run(FedAvg(e, parse_hyper(FedAvg, {})))
+    rows = [(r, c, v) for r, c, m, v in zip(log.rounds, log.clients, log.metrics, log.values,
+                                           strict=True) if m == R.DIVERGED]
+    assert len(rows) == 1
+    rnd, client, value = rows[0]
+    assert client == -1 and value == rnd and 1 <= rnd < 30
+    assert max(log.rounds) == rnd  # nothing after it
+    # the round it stopped in was evaluated, and its test loss is what gave it away
+    losses = [v for r, m, v in zip(log.rounds, log.metrics, log.values, strict=True)
+              if r == rnd and m == R.TEST_LOSS]
+    assert len(losses) == e.num_clients and not all(np.isfinite(losses))
+    assert f"diverged in round {rnd}" in caplog.text
+
+
+def test_a_sane_run_has_no_divergence_row():
+    from pflrepro.algorithms.base import parse_hyper
+    from pflrepro.algorithms.fedavg import FedAvg
+
+    e = make_engine(optimizer="sgd", lr=0.1, rounds=3)
+    log = e.run(FedAvg(e, parse_hyper(FedAvg, {})))
+    assert R.DIVERGED not in log.metrics and max(log.rounds) == 3

@@ -113,7 +113,8 @@ def test_write_read_round_trip(tmp_path):
     pd.testing.assert_frame_equal(back, frame)
     assert meta == {"dataset": "toy", "seed": 3, "spec": p.spec(), "id": p.id}
     assert from_spec(meta["spec"]) == p
-    assert [x.name for x in path.parent.iterdir()] == ["partition.parquet"]
+    assert sorted(x.name for x in path.parent.iterdir()) == ["partition.parquet",
+                                                          "partition.parquet.sha256"]
 
 
 @pytest.mark.parametrize("n, fraction, expected", [
@@ -182,3 +183,27 @@ def test_max_samples_partitions_a_seeded_subset() -> None:
     assert len(full.split(labels, 10, seed=3)) == 1000
     with pytest.raises(ValueError, match="max_samples"):
         from_spec({"scheme": "iid", "clients": 2, "max_samples": -1})
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
+    # issue 17, item 5: a damaged partition must not stay in place, failing every job
+    # that reads it: it is set aside, so that Snakemake writes it again
+    from pflrepro.io import CorruptFileError
+
+    p = LabelGroupsPartitioner(clients=4, groups=2)
+    path = tmp_path / "split0.parquet"
+    write_partition(p.split(np.repeat(np.arange(4), 10), 4, seed=0), str(path),
+                    partitioner=p, dataset="toy", seed=0)
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        del data[len(data) // 2:]
+    else:
+        data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError) as info:
+        read_partition(str(path))
+    assert str(info.value).startswith(f"{path} is damaged")
+    assert "rerun snakemake" in str(info.value)
+    assert not path.exists()
+    assert (tmp_path / "split0.parquet.corrupt-1").read_bytes() == bytes(data)

@@ -61,3 +61,35 @@ def test_committed_schema_is_current():
     committed = (REPO / schema.SCHEMA_PATH).read_text(encoding="utf-8")
     assert committed == schema.render(), \
         f"{schema.SCHEMA_PATH} is out of date: run `pflrepro schema --write`"
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_records_declare_exactly_what_record_logs(name):
+    """``records`` (which the workflow reads for its weight/distance figures) is true."""
+    from _fl_helpers import make_data, make_engine
+
+    from pflrepro.algorithms.base import parse_hyper
+    from pflrepro.results import MetricLog
+
+    cls = ALGORITHMS[name]
+    data = make_data(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1))
+    engine = make_engine(data, optimizer="sgd", lr=0.05)
+    algorithm = cls(engine, parse_hyper(cls, {}))
+    log = MetricLog()
+    state = algorithm.init()
+    algorithm.record(state, 0, log)
+    for rnd in (1, 2):
+        state, _ = algorithm.round(state, rnd)
+        algorithm.record(state, rnd, log)
+    assert set(log.metrics) == set(cls.records)
+
+
+def test_a_method_is_one_file_named_after_it():
+    from pflrepro.algorithms.base import Algorithm, register_algorithm
+
+    class Elsewhere(Algorithm):
+        name = "elsewhere"
+        summary = "x"
+
+    with pytest.raises(ValueError, match="must be defined in pflrepro.algorithms.elsewhere"):
+        register_algorithm(Elsewhere)

@@ -126,3 +126,4 @@ def test_derived_patterns_keep_the_wildcard_names() -> None:
     assert W.figure_pattern("client_weights", "png") == \
         "figures/{experiment}-client{client}-weights.png"
     assert W.figure_pattern("weights", "pdf") == "figures/{experiment}-weights-{method}.pdf"
+    assert W.clusters_figure_pattern("png") == "figures/{experiment}-clusters-{method}.png"

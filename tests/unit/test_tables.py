@@ -47,7 +47,7 @@ def make_run(
         "experiment": experiment, "dataset": dataset, "partition": partition,
         "method": method, "algorithm": method, "params": "default",
         "split_seed": split_seed, "train_seed": train_seed,
-        "package_version": "0.1.0", "git_revision": "abc",
+        "client_training": "loop", "package_version": "0.1.0", "git_revision": "abc",
     }
     return log.to_frame(config)
 
@@ -416,3 +416,36 @@ def test_bad_labels_raise(tmp_path) -> None:
         write_table(table, *paths, caption="c", labels={"dir_alpha0.1": "label_groups-"
                                                         "clients2-groups2"})
     assert not any(p.exists() for p in paths)
+
+
+# ------------------------------------------------------------------ divergence
+def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
+    from pflrepro.reporting.tables import run_accuracies, tidy_table
+    from pflrepro.results import DIVERGED
+
+    ok = make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="fedavg", split_seed=0)
+    bad = make_run({0: [0.1, 0.1], 3: [0.1, 0.1]}, method="fedavg", split_seed=1)
+    mark = bad.iloc[:1].copy()
+    mark[["round", "client", "peer", "metric", "value"]] = [3, -1, -1, DIVERGED, 3.0]
+    agg = pd.concat([ok, bad, mark, make_run({0: [0.1, 0.1], 5: [0.5, 0.5]})],
+                    ignore_index=True)
+    runs = run_accuracies(agg)
+    fedavg = runs[runs["method"] == "fedavg"].set_index("split_seed")
+    assert fedavg.loc[[0, 1], "diverged"].tolist() == [False, True]
+    assert not runs.loc[runs["method"] == "federico", "diverged"].any()
+    table = accuracy_table(agg)
+    # the diverged run counts, with its accuracy at the round it stopped: (0.8 + 0.1) / 2
+    assert table.loc["fedavg"].xs("mean", level="stat").iloc[0] == pytest.approx(45.0)
+    tidy = tidy_table(table)
+    assert tidy.set_index("method")["diverged"].to_dict() == {"fedavg": 1, "federico": 0}
+    md, tex, csv = (tmp_path / f"t.{e}" for e in ("md", "tex", "csv"))
+    write_table(table, md, tex, csv, caption="c")
+    text = md.read_text()
+    assert "(1 diverged)" in text and "non-finite loss" in text
+    assert text.count("(1 diverged)") == 1  # federico's cell is not marked
+    assert "(1 diverged)" in tex.read_text()
+    # no diverged run: no column, no mark (outputs as before)
+    clean = accuracy_table(two_run_aggregate())
+    assert "diverged" not in tidy_table(clean).columns
+    write_table(clean, md, tex, csv, caption="c")
+    assert "diverged" not in md.read_text() and "diverged" not in csv.read_text()

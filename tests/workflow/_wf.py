@@ -1,4 +1,10 @@
-"""Helpers of the workflow tests: run Snakemake on a temporary copy of the project."""
+"""Helpers of the workflow tests: run Snakemake on a temporary copy of the project.
+
+The copy holds the workflow (Snakefile, rule files, schema, claims, profiles) and the
+package source, and that source goes first on PYTHONPATH: a test can edit the source
+without touching the repository, and the workflow checks that the package it imports
+is its own ``src/pflrepro`` (``workflow/rules/preflight.smk``), as for a user.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +13,35 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).with_name("config.yaml")
+#: What a working copy of the project holds besides ``src`` and its config.
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "environment.yml")
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True,
-              timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(workdir / "src")
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
-           "--replace-workflow-config", "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900,
+              configfile: bool = True, env: Mapping[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
+    """Run Snakemake on the copy in ``workdir``; ``env`` overrides environment variables.
+
+    ``configfile=False`` leaves out ``--configfile``: the Snakefile's own
+    ``configfile: "config.yaml"`` reads the config.
+    """
+    environ = dict(os.environ)
+    environ.pop("PFLREPRO_ANY_SOURCE", None)
+    environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}"
+    environ["PYTHONPATH"] = str(workdir / "src")
+    environ.update(env or {})
+    config = (["--configfile", str(workdir / "config.yaml"), "--replace-workflow-config"]
+              if configfile else [])
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"),
+           "--directory", str(workdir), *config, "--cores", "2", *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=environ, capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -33,6 +51,12 @@ def snakemake(workdir: Path, *args: str, check: bool = True,
 def new_workdir(tmp: Path, config: dict | None = None) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "src", tmp / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in WORKFLOW_FILES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, tmp / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(REPO / name, tmp / name)
     if config is None:
         shutil.copy(TINY, tmp / "config.yaml")
     else:

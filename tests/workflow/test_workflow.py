@@ -8,6 +8,8 @@ PYTHONPATH, so a test can edit an algorithm's file without touching the reposito
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -62,9 +64,11 @@ def test_aggregate_has_every_run_and_config_columns(built: Path) -> None:
     runs = agg.groupby(["partition", "method", "split_seed", "train_seed"]).ngroups
     assert runs == RUNS
     for col in ("experiment", "dataset", "partition", "method", "algorithm", "params",
-                "split_seed", "train_seed", "package_version", "git_revision"):
+                "split_seed", "train_seed", "client_training", "package_version",
+                "git_revision"):
         assert col in agg.columns
         assert agg[col].notna().all()
+    assert set(agg["client_training"]) == {"loop"}  # CPU: the per-client loop ran
     assert set(agg["method"]) == {"local", "fedavg", "fedavg_plus", "federico"}
     weights = agg[agg["metric"] == "weight"]
     assert set(weights["method"]) == {"federico"}
@@ -188,3 +192,78 @@ def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -
     assert proc.returncode != 0, out
     assert f"{config}:5:3: duplicate key 'rounds'" in out, out
     assert "rule train" not in out
+
+
+# ------------------------------------------------- issue 17: damaged outputs, foreign code
+def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
+    """Truncate ``path``; the next run names it and sets it aside, the one after rebuilds.
+
+    Returns the failing run. Leaves ``built`` as complete as before (and the aside gone).
+    """
+    original = path.read_bytes()
+    table = (built / "results/tables/tiny.csv").read_bytes()
+    path.write_bytes(original[: len(original) // 2])
+    # newer than every output even where file times are coarse, as a later edit would be
+    later = (built / "results/tables/tiny.csv").stat().st_mtime_ns + 2_000_000_000
+    os.utime(path, ns=(later, later))
+    failed = snakemake(built, check=False)
+    assert failed.returncode != 0, failed.stdout + failed.stderr
+    aside = path.with_name(path.name + ".corrupt-1")
+    assert not path.exists() and aside.read_bytes() == original[: len(original) // 2]
+    snakemake(built)  # the damaged file is missing now, so this rebuilds it
+    aside.unlink()
+    assert path.read_bytes() == original  # the same bytes: seeded, deterministic
+    assert (built / "results/tables/tiny.csv").read_bytes() == table
+    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+    return failed
+
+
+def test_truncated_run_is_named_set_aside_and_rebuilt(built: Path) -> None:
+    # item 4: aggregation named no file, and the next run said "Nothing to be done"
+    run = sorted((built / "results/runs/tiny").rglob("federico/split0-seed0.parquet"))[0]
+    failed = _damage_and_rebuild(built, run)
+    out = failed.stdout + failed.stderr
+    assert f"{run.relative_to(built)} is damaged" in out, out
+    assert "rerun snakemake" in out, out
+
+
+def test_truncated_partition_is_named_set_aside_and_rebuilt(built: Path) -> None:
+    # item 5: every job reading it failed, and the next run did not write it again
+    partition = sorted((built / "results/partitions/digits").rglob("split0.parquet"))[0]
+    failed = _damage_and_rebuild(built, partition)
+    out = failed.stdout + failed.stderr
+    assert f"{partition.relative_to(built)} is damaged" in out, out
+
+
+def test_another_clones_package_is_refused(tmp_path: Path) -> None:
+    # item 9: the Snakefile ran whatever pflrepro Python found, e.g. another clone's
+    work = new_workdir(tmp_path / "wf")
+    other = tmp_path / "other" / "src"
+    shutil.copytree(work / "src", other)
+    proc = snakemake(work, "-n", check=False, env={"PYTHONPATH": str(other)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert f"imports pflrepro from {other / 'pflrepro'}, not from this workflow's own " \
+           f"source {work / 'src' / 'pflrepro'}" in out, out
+    assert f"pip install -e {work}" in out, out
+    assert "rule train" not in out
+    proc = snakemake(work, "-n", env={"PYTHONPATH": str(other), "PFLREPRO_ANY_SOURCE": "1"})
+    assert "rule train" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("training:\n  rounds: 3\n   lr: 0.1\n", "config.yaml:3:6: YAML syntax error"),
+    ("methods: [unclosed\n", "config.yaml:2:1: YAML syntax error"),
+    ("", "config.yaml: the config file is empty"),
+    ("# only a comment\n", "config.yaml: the config file is empty"),
+])
+def test_yaml_error_in_config_yaml_names_file_and_line(tmp_path: Path, text: str,
+                                                       message: str) -> None:
+    # Snakemake's own message names neither the file nor the line
+    work = new_workdir(tmp_path / "yaml")
+    (work / "config.yaml").write_text(text)
+    proc = snakemake(work, "-n", check=False, configfile=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert f"Invalid config: {work / message}" in out, out
+    assert len(out) < 2000, out

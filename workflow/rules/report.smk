@@ -101,6 +101,24 @@ rule plot_weights:
         " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
+rule plot_clusters:
+    input:
+        W.METHOD_AGGREGATE,
+    output:
+        pdf=W.clusters_figure_pattern("pdf"),
+        png=W.clusters_figure_pattern("png"),
+    params:
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-clusters-{method}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro plot clusters --aggregate {input} --method {wildcards.method}"
+        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
 rule plot_distances:
     input:
         W.AGGREGATE,

@@ -25,13 +25,30 @@ sampled clients; the weights coincide for equal client sizes).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import APFLHyper
+from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
+from pflrepro.params import put, stack, take, weighted_mean
 from pflrepro.results import MetricLog
+
+
+@dataclasses.dataclass(frozen=True)
+class APFLHyper:
+    """Hyperparameters of APFL."""
+
+    alpha: float = hyper(0.5, "Initial mixing weight α_i of the personal model in "
+                              "α v_i + (1 − α) w (the fixed α when not adaptive).",
+                         minimum=0.0, maximum=1.0)
+    adaptive_alpha: bool = hyper(True, "Learn each α_i by gradient steps (APFL's adaptive "
+                                       "variant); false keeps α fixed.")
+    alpha_lr: float = hyper(0.01, "Step size of the α_i updates (used only when "
+                                  "adaptive_alpha is true).", minimum=0.0)
+
 
 #: Metric name of the logged mixing weights α_i (one row per client and round).
 ALPHA = "alpha"
@@ -49,14 +66,15 @@ class APFL(Algorithm):
     name = "apfl"
     summary = "APFL (Deng et al. 2020): personal model mixed with the global one by α_i."
     Hyper = APFLHyper
+    records = (ALPHA,)
 
     def init(self) -> State:
         """Global w; per client v_i = w, α_i = ``alpha`` and optimiser states for w, v_i."""
         e = self.engine
         k = e.num_clients
         start = e.init_params()
-        opt = e.stack(e.init_opt(start), k)
-        return {"global": start, "opt": opt, "personal": e.stack(start, k),
+        opt = stack(e.init_opt(start), k)
+        return {"global": start, "opt": opt, "personal": stack(start, k),
                 "personal_opt": {n: v.clone() for n, v in opt.items()},
                 "alpha": torch.full((k,), float(self.hp.alpha), dtype=torch.float64)}
 
@@ -65,7 +83,7 @@ class APFL(Algorithm):
                     ) -> tuple[Params, Params, float, Params, Params, float]:
         """Client ``client``'s local steps; returns w, v, α, both optimiser states, loss."""
         e = self.engine
-        batches = e.batches(client, rnd, "local", e.steps_per_round(client))
+        batches = e.minibatches(client, rnd, "local", e.steps_per_round(client))
         total = 0.0
         for idx in batches:
             _, g_w = e.loss_and_grad(w, idx)
@@ -84,27 +102,27 @@ class APFL(Algorithm):
         """Local w / v_i / α_i steps on every client; size-weighted average of the w."""
         e = self.engine
         losses = np.full(e.num_clients, np.nan)
-        local = e.stack(state["global"], e.num_clients)
+        local = stack(state["global"], e.num_clients)
 
         def client(k: int) -> None:
             w, v, alpha, opt_w, opt_v, losses[k] = self.local_steps(
-                state["global"], e.take(state["personal"], k), float(state["alpha"][k]), k,
-                rnd, e.take(state["opt"], k), e.take(state["personal_opt"], k))
-            e.put(local, k, w)
-            e.put(state["personal"], k, v)
-            e.put(state["opt"], k, opt_w)
-            e.put(state["personal_opt"], k, opt_v)
+                state["global"], take(state["personal"], k), float(state["alpha"][k]), k,
+                rnd, take(state["opt"], k), take(state["personal_opt"], k))
+            put(local, k, w)
+            put(state["personal"], k, v)
+            put(state["opt"], k, opt_w)
+            put(state["personal_opt"], k, opt_v)
             state["alpha"][k] = alpha
 
-        e.run_clients(client, range(e.num_clients))
-        state["global"] = e.weighted_mean(local, e.train_sizes())
+        e.threads.run_clients(client, range(e.num_clients))
+        state["global"] = weighted_mean(local, e.train_sizes())
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """The mixed model α_i v_i + (1 − α_i) w, w the global model."""
         e = self.engine
         alpha = float(state["alpha"][client])
-        return e.probs(mix(e.take(state["personal"], client), state["global"], alpha), x)
+        return e.probs(mix(take(state["personal"], client), state["global"], alpha), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:
         """Log every client's mixing weight α_i."""

@@ -1,9 +1,13 @@
-"""The interface every federated algorithm implements, and the registry.
+"""The interface every federated algorithm implements, and its registration.
 
-An algorithm is a small class in its own module holding both its client update and
-its server (or peer) aggregation. The :class:`~pflrepro.engine.Engine` owns the round
-loop and all shared mechanics (data, batching, seeding, local SGD, evaluation); an
-algorithm only says what happens in one round and how client ``k`` predicts:
+A method is one module, ``pflrepro/algorithms/<name>.py``, holding everything about
+it: its ``Hyper`` dataclass (fields declared with
+:func:`~pflrepro.algorithms.registry.hyper`: doc, default, bounds), its summary, the
+metrics it records, the gradient terms (:mod:`pflrepro.terms`) its local training
+adds, and the class below with its client update and its server (or peer)
+aggregation. The :class:`~pflrepro.engine.Engine` owns the round loop and the shared
+mechanics (data, mini-batches, seeding, local training on either path, evaluation);
+an algorithm only says what happens in one round and how client ``k`` predicts:
 
 * :meth:`Algorithm.init` returns the state (a dict of tensors and numbers, so it can
   be checkpointed and reloaded with ``torch.load(weights_only=True)``);
@@ -11,23 +15,23 @@ algorithm only says what happens in one round and how client ``k`` predicts:
   client's mean training loss (NaN where a client did not train);
 * :meth:`Algorithm.predict` returns client ``k``'s class probabilities — its
   *personalised* prediction, which is what every method is evaluated on;
-* :meth:`Algorithm.record` may log method-specific values (e.g. FedeRiCo's w_ij);
-  the engine calls it after initialisation (round 0) and after every round.
+* :meth:`Algorithm.record` logs the method's own values (:attr:`Algorithm.records`,
+  e.g. FedeRiCo's w_ij); the engine calls it after initialisation (round 0) and after
+  every round.
 
-Client models are held *stacked*: one tensor per parameter with a leading client
-(or component) dimension, so a later engine can train all clients at once.
+Client models are held *stacked*: one tensor per parameter with a leading client (or
+component) dimension (:mod:`pflrepro.params`), so local training can run all clients
+at once.
 
-Hyperparameters are a frozen dataclass (``Hyper``) whose fields carry a ``doc``
-metadata entry; the config schema's per-method properties come from it. Names,
-summaries and ``Hyper`` classes are declared in :mod:`pflrepro.algorithms.registry`,
-which imports no torch: the config and the workflow parse use only that, and an
-algorithm's module is imported the first time :func:`get_algorithm` (or
-:data:`ALGORITHMS`) is asked for its class. This module imports no torch either.
+Adding a method is that file, its test and a config entry: the registry
+(:mod:`pflrepro.algorithms.registry`) finds every registered class of the package.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -38,6 +42,7 @@ import numpy as np
 
 from pflrepro.algorithms.registry import (
     INFOS,
+    NOT_METHODS,
     NoHyper,
     algorithm_info,
     hyper,
@@ -65,6 +70,12 @@ class Algorithm(ABC):
     summary: ClassVar[str]
     #: Frozen dataclass of hyperparameters.
     Hyper: ClassVar[type] = NoHyper
+    #: Metric names :meth:`record` logs (the workflow draws weight and distance
+    #: figures for the methods that record ``results.WEIGHT`` / ``MODEL_DISTANCE``).
+    records: ClassVar[tuple[str, ...]] = ()
+    #: Presumes plain SGD (``training.optimizer: sgd``, ``momentum: 0``); the config
+    #: check rejects any other optimiser before a job starts.
+    requires_plain_sgd: ClassVar[bool] = False
 
     def __init__(self, engine: Engine, hyper: Any) -> None:
         self.engine = engine
@@ -93,38 +104,42 @@ _LOADED: dict[str, type[Algorithm]] = {}
 def register_algorithm(cls: A) -> A:
     """Class decorator: make ``cls`` selectable as ``algorithm: <cls.name>``.
 
-    ``cls`` must match its declaration in :data:`~pflrepro.algorithms.registry.INFOS`
-    (module, summary and the very ``Hyper`` class), so the config, which sees only
-    the declaration, validates exactly what the class runs with.
+    ``cls`` must live in ``pflrepro/algorithms/<cls.name>.py`` (a method is one file)
+    and declare a summary and a ``Hyper`` dataclass.
     """
-    info = INFOS.get(cls.name)
-    if info is None:
-        raise ValueError(f"algorithm {cls.name!r} is not declared in "
-                         f"pflrepro.algorithms.registry.INFOS")
+    expected = f"pflrepro.algorithms.{cls.name}"
+    if cls.__module__ != expected:
+        raise ValueError(f"algorithm {cls.name!r} must be defined in {expected}, "
+                         f"not {cls.__module__}")
+    if not getattr(cls, "summary", ""):
+        raise ValueError(f"algorithm {cls.name!r} declares no summary")
+    if not dataclasses.is_dataclass(cls.Hyper):
+        raise TypeError(f"algorithm {cls.name!r}: Hyper must be a dataclass")
     if cls.name in _LOADED and _LOADED[cls.name] is not cls:
         raise ValueError(f"algorithm {cls.name!r} registered twice")
-    if cls.__module__ != info.module:
-        raise ValueError(f"algorithm {cls.name!r} is declared in {info.module}, "
-                         f"defined in {cls.__module__}")
-    if cls.Hyper is not info.Hyper:
-        raise TypeError(f"{cls.__name__}.Hyper is not the declared {info.Hyper.__name__}")
-    if cls.summary != info.summary:
-        raise ValueError(f"{cls.__name__}.summary differs from its declaration in "
-                         f"pflrepro.algorithms.registry")
     _LOADED[cls.name] = cls
     return cls
+
+
+def registered() -> dict[str, type[Algorithm]]:
+    """The classes registered so far (the registry imports every module first)."""
+    return dict(_LOADED)
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
     """Return the registered algorithm ``name`` (a clear error for unknown names).
 
-    Imports the algorithm's module (and so torch) on first use.
+    Imports only the method's own module (``pflrepro.algorithms.<name>``), so a
+    training job loads the code its digest covers and nothing else.
     """
     if name not in _LOADED:
-        info = algorithm_info(name)
-        importlib.import_module(info.module)
+        module = f"pflrepro.algorithms.{name}"
+        if (not name.isidentifier() or name in NOT_METHODS
+                or importlib.util.find_spec(module) is None):
+            algorithm_info(name)  # raises, listing the known names
+        importlib.import_module(module)
         if name not in _LOADED:
-            raise ValueError(f"module {info.module} registers no algorithm {name!r}")
+            raise ValueError(f"module {module} registers no algorithm {name!r}")
     return _LOADED[name]
 
 

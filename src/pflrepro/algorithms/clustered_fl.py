@@ -29,13 +29,30 @@ optimiser state across rounds, as in this package's FedAvg.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import ClusteredFLHyper
+from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
+from pflrepro.params import stack, take, weighted_mean
 from pflrepro.results import MetricLog
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusteredFLHyper:
+    """Hyperparameters of Clustered FL (defaults from FedEM's and the authors' code)."""
+
+    eps1: float = hyper(0.4, "ε₁: split only when the norm of the cluster's mean update is "
+                        "below this.", minimum=0.0)
+    eps2: float = hyper(1.6, "ε₂: split only when some member's update norm exceeds this.",
+                        minimum=0.0)
+    warmup_rounds: int = hyper(20, "No split in rounds 1..warmup_rounds.", minimum=0)
+    min_cluster_size: int = hyper(3, "Only clusters with at least this many members split.",
+                                  minimum=2)
+
 
 #: Metric name of each client's cluster id (client i, value = cluster id).
 CLUSTER = "cluster"
@@ -77,14 +94,15 @@ class ClusteredFL(Algorithm):
     name = "clustered_fl"
     summary = "Clustered FL (Sattler et al. 2020): recursive bipartitioning by update cosine."
     Hyper = ClusteredFLHyper
+    records = (CLUSTER,)
 
     def init(self) -> State:
         """One cluster (id 0) holding every client; one optimiser state per client."""
         e = self.engine
         start = e.init_params()
-        return {"models": e.stack(start, 1),
+        return {"models": stack(start, 1),
                 "cluster": torch.zeros(e.num_clients, dtype=torch.long),
-                "opt": e.stack(e.init_opt(start), e.num_clients)}
+                "opt": stack(e.init_opt(start), e.num_clients)}
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Local training from the cluster models, splits, cluster-wise mean updates."""
@@ -92,24 +110,11 @@ class ClusteredFL(Algorithm):
         k_all = e.num_clients
         cluster = state["cluster"].clone()
         models = state["models"]
-        losses = np.full(k_all, np.nan)
-        if e.batch_clients:  # all clients in one pass (on CUDA), each from its cluster's model
-            start = {n: v[cluster.to(v.device)] for n, v in models.items()}
-            trained, state["opt"], losses = e.train_clients(start, state["opt"],
-                                                            list(range(k_all)), rnd)
-            deltas = {n: trained[n] - start[n] for n in start}
-        else:
-            deltas = {n: torch.zeros(k_all, *v.shape[1:], dtype=v.dtype, device=v.device)
-                      for n, v in models.items()}
-
-            def client(k: int) -> None:
-                start = e.take(models, int(cluster[k]))
-                params, opt, losses[k] = e.local_train(start, e.take(state["opt"], k), k, rnd)
-                e.put(deltas, k, {n: params[n] - start[n] for n in start})
-                e.put(state["opt"], k, opt)
-
-            e.run_clients(client, range(k_all))
-        updates = torch.stack([flatten(e.take(deltas, k)) for k in range(k_all)]).cpu()
+        # every client trains from its cluster's model
+        start = {n: v[cluster.to(v.device)] for n, v in models.items()}
+        trained, state["opt"], losses = e.train(start, state["opt"], range(k_all), rnd)
+        deltas = {n: trained[n] - start[n] for n in start}
+        updates = torch.stack([flatten(take(deltas, k)) for k in range(k_all)]).cpu()
         sizes = e.train_sizes().cpu()
 
         parent = list(range(models[next(iter(models))].shape[0]))  # new id -> parent id
@@ -126,7 +131,7 @@ class ClusteredFL(Algorithm):
         new_models = {n: v[parent].clone() for n, v in models.items()}
         for c in range(len(parent)):
             members = (cluster == c).nonzero().flatten().to(e.device)
-            mean = e.weighted_mean({n: v[members] for n, v in deltas.items()},
+            mean = weighted_mean({n: v[members] for n, v in deltas.items()},
                                    e.train_sizes()[members])
             for n in new_models:
                 new_models[n][c] += mean[n]
@@ -136,7 +141,7 @@ class ClusteredFL(Algorithm):
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """The client's cluster model's prediction."""
-        return self.engine.probs(self.engine.take(state["models"],
+        return self.engine.probs(take(state["models"],
                                                   int(state["cluster"][client])), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:

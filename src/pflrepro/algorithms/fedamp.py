@@ -51,18 +51,52 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import FedAMPHyper
-from pflrepro.optim import OptState, Params
+from pflrepro.algorithms.registry import hyper, require_positive
+from pflrepro.optim import Params
+from pflrepro.params import take
 from pflrepro.results import MODEL_DISTANCE, WEIGHT, MetricLog
+from pflrepro.terms import GradTerm, Proximal
 
 if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime import here
     pass
+
+#: How FedAMP / HeurFedAMP clients start: one seeded model copied to every client (the
+#: reference implementations), or a model of its own per client (our former default).
+AMP_INITS = ("shared", "independent")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAMPHyper:
+    """Hyperparameters of FedAMP (the paper gives no values; see fedamp.py for the defaults)."""
+
+    lam: float = hyper(1e-7, "λ: weight of the attention-inducing penalty; the client's "
+                       "proximal pull towards u_i has coefficient λ/α (default 1; 0: none).",
+                       minimum=0.0)
+    sigma: float = hyper(1e-5, "σ (> 0) of A(x) = 1 − exp(−x/σ), on the scale of x, the "
+                         "squared model distance that `distance` names (per parameter by "
+                         "default, so σ does not change with the model's size); σ ≪ x means "
+                         "no messages, σ ≫ x equal weights for every peer.", minimum=0.0)
+    alpha: float = hyper(1e-7, "α_k (> 0, constant): server step; ξ_ij = α·exp(−x_ij/σ)/σ. "
+                         "α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances (default α/σ = 0.01: "
+                         "up to 101 clients); a negative ξ_ii raises.", minimum=0.0)
+    distance: str = hyper("mean", "x_ij: 'mean' = ‖w_i − w_j‖²/P (mean squared distance per "
+                          "parameter, P parameters; eq. 5 with λ, σ, α all multiplied by P), "
+                          "'sum' = ‖w_i − w_j‖² as printed in the paper (σ then depends on "
+                          "the model's size).", choices=("mean", "sum"))
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (as the "
+                      "reference implementations); 'independent': each client draws its own.",
+                      choices=AMP_INITS)
+
+    def __post_init__(self) -> None:
+        require_positive("fedamp", sigma=self.sigma, alpha=self.alpha)
+
 
 #: Rounding tolerance of the ξ_ii ≥ 0 check (ξ is computed in float64).
 XI_TOLERANCE = 1e-12
@@ -119,6 +153,7 @@ class FedAMP(Algorithm):
     summary = ("FedAMP (Huang et al. 2021): per-client cloud models mixed by attention "
                "exp(−‖w_i − w_j‖²/σ), proximal local training.")
     Hyper = FedAMPHyper
+    records = (WEIGHT, MODEL_DISTANCE)
 
     def init(self) -> State:
         """One shared model copied to every client, an optimiser state per client.
@@ -137,13 +172,11 @@ class FedAMP(Algorithm):
         return fedamp_attention(flat, self.hp.alpha, self.hp.sigma,
                                 per_parameter=self.hp.distance == "mean")
 
-    def client_update(self, start: Params, u: Params, opt: OptState, client: int,
-                      rnd: int) -> tuple[Params, OptState, float]:
-        """Local steps on F_i(w) + λ/(2α)‖w − u‖² from ``start``; returns params, opt, loss."""
-        from pflrepro.engine import proximal_hook
-
-        hook = proximal_hook(u, self.hp.lam / self.hp.alpha) if self.hp.lam > 0 else None
-        return self.engine.local_train(start, opt, client, rnd, grad_hook=hook)
+    def terms(self, cloud: Params) -> tuple[GradTerm, ...]:
+        """(λ/α)(w − u_i): each client's pull towards its cloud model (none when λ = 0)."""
+        if self.hp.lam <= 0:
+            return ()
+        return (Proximal(cloud, self.hp.lam / self.hp.alpha, per_client=True),)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Server: ξ and cloud models from the current w; clients: proximal training from u_i."""
@@ -153,26 +186,15 @@ class FedAMP(Algorithm):
         cloud = mix(state["params"], xi)
         state["xi"] = xi.cpu()
         state["distance"] = (squared_distances(flat) / flat.shape[1]).cpu()
-        if e.batch_clients:  # all clients in one pass (on CUDA), from and towards u_i
-            prox = self.hp.lam > 0
-            state["params"], state["opt"], losses = e.train_clients(
-                cloud, state["opt"], list(range(e.num_clients)), rnd,
-                anchor=cloud if prox else None, coef=self.hp.lam / self.hp.alpha if prox else 0.0)
-            return state, losses
-        losses = np.full(e.num_clients, np.nan)
-
-        def client(k: int) -> None:
-            u = e.take(cloud, k)
-            params, opt, losses[k] = self.client_update(u, u, e.take(state["opt"], k), k, rnd)
-            e.put(state["params"], k, params)
-            e.put(state["opt"], k, opt)
-
-        e.run_clients(client, range(e.num_clients))
+        # clients start from and are pulled towards their cloud models u_i
+        state["params"], state["opt"], losses = e.train(cloud, state["opt"],
+                                                        range(e.num_clients), rnd,
+                                                        terms=self.terms(cloud))
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """Client ``client`` predicts with its own model w_i."""
-        return self.engine.probs(self.engine.take(state["params"], client), x)
+        return self.engine.probs(take(state["params"], client), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:
         """Log ξ_ij used in round ``rnd`` (client i, peer j) and its distances.

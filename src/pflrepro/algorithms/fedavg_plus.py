@@ -10,11 +10,21 @@ never changes the global model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
-from pflrepro.algorithms.registry import FedAvgPlusHyper
+from pflrepro.algorithms.registry import hyper
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgPlusHyper:
+    """Hyperparameters of FedAvg+."""
+
+    finetune_epochs: int = hyper(1, "Local epochs of tuning before each client's evaluation.",
+                                 minimum=1)
 
 
 @register_algorithm
@@ -29,6 +39,6 @@ class FedAvgPlus(FedAvgBase):
         """Tune a copy of the global model on the client's data, then predict."""
         e = self.engine
         steps = e.steps_per_round(client, epochs=self.hp.finetune_epochs)
-        tuned, _, _ = e.local_train(state["global"], e.init_opt(state["global"]), client, rnd,
-                                    purpose="finetune", steps=steps)
+        tuned, _, _ = e.train_client(state["global"], e.init_opt(state["global"]), client,
+                                     rnd, purpose="finetune", steps=steps)
         return e.probs(tuned, x)

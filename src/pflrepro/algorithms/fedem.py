@@ -31,13 +31,30 @@ weighted M-step batch loss of component m (the q-weighted loss the M-step minimi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import FedEMHyper
+from pflrepro.algorithms.registry import hyper
+from pflrepro.params import put, stack, take, weighted_mean
 from pflrepro.results import WEIGHT, MetricLog
+
+
+@dataclasses.dataclass(frozen=True)
+class FedEMHyper:
+    """Hyperparameters of FedEM."""
+
+    components: int = hyper(4, "M: number of shared component models (FedeRiCo's "
+                               "comparison uses 4).", minimum=1)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.components, bool) or not isinstance(self.components, int):
+            raise ValueError(f"fedem: components must be an int, got {self.components!r}")
+        if self.components < 1:
+            raise ValueError(f"fedem: components must be >= 1, got {self.components}")
 
 
 @register_algorithm
@@ -47,6 +64,7 @@ class FedEM(Algorithm):
     name = "fedem"
     summary = "FedEM (Marfoq et al. 2021): federated EM over M shared component models."
     Hyper = FedEMHyper
+    records = (WEIGHT,)
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
@@ -55,7 +73,7 @@ class FedEM(Algorithm):
         m_all = self.hp.components
         comps = [e.init_params(client=m) for m in range(m_all)]
         components = {n: torch.stack([c[n] for c in comps]) for n in comps[0]}
-        opt = e.stack(e.stack(e.init_opt(comps[0]), m_all), e.num_clients)
+        opt = stack(stack(e.init_opt(comps[0]), m_all), e.num_clients)
         pi = torch.full((e.num_clients, m_all), 1.0 / m_all, dtype=torch.float64)
         return {"components": components, "pi": pi, "opt": opt}
 
@@ -70,7 +88,7 @@ class FedEM(Algorithm):
         x, y = e.data.x[idx], e.data.y[idx]
         with torch.no_grad():
             losses = torch.stack(
-                [F.cross_entropy(e.logits(e.take(state["components"], m), x), y,
+                [F.cross_entropy(e.logits(take(state["components"], m), x), y,
                                  reduction="none") for m in range(self.hp.components)],
                 dim=1).to(torch.float64)
             log_prior = state["pi"][client].to(device=losses.device).log()
@@ -93,26 +111,26 @@ class FedEM(Algorithm):
             # position of each data row within client k's training set
             pos = torch.full((len(e.data.x),), -1, dtype=torch.long, device=e.device)
             pos[e.data.train[k]] = torch.arange(e.n_train(k), device=e.device)
-            opt_k = e.take(state["opt"], k)  # views: writes land in state["opt"]
+            opt_k = take(state["opt"], k)  # views: writes land in state["opt"]
             total = 0.0
             for m in range(m_all):
-                params, opt = e.take(comps, m), e.take(opt_k, m)
+                params, opt = take(comps, m), take(opt_k, m)
                 qm = q[:, m].to(torch.float32)
-                batches = e.batches(k, rnd, f"fedem_{m}", e.steps_per_round(k))
+                batches = e.minibatches(k, rnd, f"fedem_{m}", e.steps_per_round(k))
                 running = 0.0
                 for idx in batches:
                     loss, grads = e.loss_and_grad(params, idx,
                                                   sample_weight=qm[pos[idx]] / len(idx))
                     params, opt = e.optimizer.step(params, grads, opt)
                     running += loss
-                e.put(e.take(local, m), k, params)
-                e.put(opt_k, m, opt)
+                put(take(local, m), k, params)
+                put(opt_k, m, opt)
                 total += running / max(len(batches), 1)
             losses[k] = total
 
-        e.run_clients(client, range(e.num_clients))
+        e.threads.run_clients(client, range(e.num_clients))
         sizes = e.train_sizes()
-        avg = [e.weighted_mean(e.take(local, m), sizes) for m in range(m_all)]
+        avg = [weighted_mean(take(local, m), sizes) for m in range(m_all)]
         state["components"] = {n: torch.stack([a[n] for a in avg]) for n in comps}
         return state, losses
 
@@ -123,7 +141,7 @@ class FedEM(Algorithm):
         pi = state["pi"][client]
         out = torch.zeros(len(x), e.data.num_classes, device=e.device)
         for m in range(self.hp.components):
-            out += float(pi[m]) * e.probs(e.take(state["components"], m), x)
+            out += float(pi[m]) * e.probs(take(state["components"], m), x)
         return out
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:

@@ -40,13 +40,37 @@ first weights uniform and the first greedy choices arbitrary).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import FedeRiCoHyper
+from pflrepro.algorithms.registry import hyper
+from pflrepro.params import put, take
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import numpy_generator
+
+
+@dataclasses.dataclass(frozen=True)
+class FedeRiCoHyper:
+    """Hyperparameters of FedeRiCo (defaults from the paper)."""
+
+    neighbors: int = hyper(3, "M: neighbours each client samples per round.", minimum=0)
+    epsilon: float = hyper(0.3, "ε of ε-greedy sampling (1 = uniform).", minimum=0.0,
+                           maximum=1.0)
+    beta: float = hyper(0.6, "β: momentum of the EMA loss tracking.", minimum=0.0, maximum=1.0)
+    loss_tracking: str = hyper("ema", "'ema' (paper default) or 'accumulative' (Fig. 5a).",
+                               choices=("ema", "accumulative"))
+    estep_loss: str = hyper("sum", "ℓ_ij of the E-step: 'sum' of the cross-entropy over client "
+                            "i's training samples (eq. 3, the paper's form) or the per-sample "
+                            "'mean' (our former default; much flatter weights).",
+                            choices=("sum", "mean"))
+    mstep: str = hyper("step", "M-step per round: 'step' = one optimiser step on eq. 4's "
+                       "(1/n) Σ_i w_ik Σ_{s∈D_i} ℓ (the paper's 'small gradient steps'), from "
+                       "one mini-batch of every client that used model k; 'epoch' = the "
+                       "owner's local epoch of such steps, each client's batch mean weighted "
+                       "by w_ik (our former default).", choices=("step", "epoch"))
 
 
 @register_algorithm
@@ -56,6 +80,7 @@ class FedeRiCo(Algorithm):
     name = "federico"
     summary = "FedeRiCo (Zhong et al. 2022): decentralised EM over client models."
     Hyper = FedeRiCoHyper
+    records = (WEIGHT,)
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
@@ -88,9 +113,9 @@ class FedeRiCo(Algorithm):
 
         def row(i: int) -> None:
             for j in pairs[i]:
-                out[i, j] = self.pair_loss(e.take(state["params"], j), i)
+                out[i, j] = self.pair_loss(take(state["params"], j), i)
 
-        e.run_clients(row, range(len(pairs)))
+        e.threads.run_clients(row, range(len(pairs)))
         return out
 
     # ------------------------------------------------------------------ round
@@ -145,8 +170,8 @@ class FedeRiCo(Algorithm):
         def client(k: int) -> None:
             users = [i for i in range(k_all) if k in used[i]]
             steps = 1 if self.hp.mstep == "step" else e.steps_per_round(k)
-            streams = {i: e.batches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
-            params, opt = e.take(state["params"], k), e.take(state["opt"], k)
+            streams = {i: e.minibatches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
+            params, opt = take(state["params"], k), take(state["opt"], k)
             total = 0.0
             for s in range(steps):
                 idx = torch.cat([streams[i][s] for i in users])
@@ -156,11 +181,11 @@ class FedeRiCo(Algorithm):
                 loss, grads = e.loss_and_grad(params, idx, sample_weight=sw)
                 params, opt = e.optimizer.step(params, grads, opt)
                 total += loss
-            e.put(state["params"], k, params)
-            e.put(state["opt"], k, opt)
+            put(state["params"], k, params)
+            put(state["opt"], k, opt)
             losses[k] = total / steps
 
-        e.run_clients(client, range(k_all))
+        e.threads.run_clients(client, range(k_all))
         return state, losses
 
     # ------------------------------------------------------------------ predict
@@ -170,7 +195,7 @@ class FedeRiCo(Algorithm):
         w = state["weights"][client].to(torch.float32)
         out = torch.zeros(len(x), e.data.num_classes, device=e.device)
         for j in range(e.num_clients):
-            out += float(w[j]) * e.probs(e.take(state["params"], j), x)
+            out += float(w[j]) * e.probs(take(state["params"], j), x)
         return out
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:

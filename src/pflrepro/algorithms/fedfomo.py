@@ -79,6 +79,7 @@ models only; and it resets the optimiser at every update (see above).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -87,13 +88,51 @@ import torch
 import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import FedFomoHyper
-from pflrepro.optim import OptState, Params
+from pflrepro.algorithms.registry import hyper
+from pflrepro.optim import Params
+from pflrepro.params import put, take
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
 
 if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
     from pflrepro.engine import Engine
+
+
+@dataclasses.dataclass(frozen=True)
+class FedFomoHyper:
+    """Hyperparameters of FedFomo (defaults: FedeRiCo's comparison and the official code)."""
+
+    val_fraction: float = hyper(0.2, "Fraction of each client's training data held out to "
+                                "score downloaded models (0 < f < 1).", minimum=0.0, maximum=1.0)
+    downloads: int = hyper(-1, "Models each client downloads per round (-1: all K-1 others).",
+                           minimum=-1)
+    epsilon: float = hyper(0.3, "ε of the ε-greedy download choice (used when downloads < K-1).",
+                           minimum=0.0, maximum=1.0)
+    epsilon_decay: float = hyper(0.05, "ε decreases by this much every round (official code).",
+                                 minimum=0.0)
+    affinity: str = hyper("clipped", "Affinity update: 'clipped' adds the normalised weights, "
+                          "'signed' the unclipped scores / |their sum| (official code).",
+                          choices=("clipped", "signed"))
+    reference: str = hyper("previous", "Model φ_i the candidates are scored against and the "
+                           "update starts from: 'previous' = the client's model before its "
+                           "last local training, its trained model being a candidate too "
+                           "(official code, baseline 'first_model'); 'current' = its trained "
+                           "model, downloads only (our former choice: a positive download "
+                           "discards the client's last training).",
+                           choices=("previous", "current"))
+    distance: str = hyper("l1", "Parameter distance dividing the loss gains: 'l1' = Σ|θ_c − φ_i| "
+                          "(official default); 'l2' = Euclidean norm (our former choice).",
+                          choices=("l1", "l2"))
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (official "
+                      "code); 'independent': each client draws its own (our former choice).",
+                      choices=("shared", "independent"))
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"algorithm 'fedfomo': val_fraction must lie strictly between "
+                             f"0 and 1, got {self.val_fraction}")
+        if self.downloads == 0:
+            raise ValueError("algorithm 'fedfomo': downloads must be >= 1 or -1 (all others)")
 
 
 def param_distance(a: Params, b: Params, distance: str = "l1") -> float:
@@ -142,6 +181,7 @@ class FedFomo(Algorithm):
     name = "fedfomo"
     summary = "FedFomo (Zhang et al. 2021): clients mix in models that lower their val loss."
     Hyper = FedFomoHyper
+    records = (WEIGHT,)
 
     def __init__(self, engine: Engine, hyper: FedFomoHyper) -> None:
         super().__init__(engine, hyper)
@@ -187,35 +227,6 @@ class FedFomo(Algorithm):
         idx = self.val[client]
         return float(F.cross_entropy(e.logits(params, e.data.x[idx]), e.data.y[idx]))
 
-    def steps(self, client: int) -> int:
-        """Local steps per round: ``local_steps`` or epochs over the non-validation part."""
-        cfg = self.engine.cfg
-        if cfg.local_steps > 0:
-            return cfg.local_steps
-        return cfg.local_epochs * math.ceil(len(self.fit[client]) / cfg.batch_size)
-
-    def batches(self, client: int, rnd: int, steps: int) -> list[torch.Tensor]:
-        """The engine's batch stream (seeded permutations), over the non-validation part."""
-        idx = self.fit[client]
-        n = len(idx)
-        bs = min(self.engine.cfg.batch_size, n)
-        gen = torch_generator(self.engine.seed, rnd, client, "local")
-        perms = [torch.randperm(n, generator=gen) for _ in range(math.ceil(steps * bs / n))]
-        order = torch.cat(perms)[:steps * bs].to(idx.device)
-        return list(idx[order].split(bs))
-
-    def train(self, params: Params, opt: OptState, client: int,
-              rnd: int) -> tuple[Params, OptState, float]:
-        """Local optimiser steps on the client's non-validation data; mean batch loss."""
-        e = self.engine
-        batches = self.batches(client, rnd, self.steps(client))
-        total = 0.0
-        for idx in batches:
-            loss, grads = e.loss_and_grad(params, idx)
-            params, opt = e.optimizer.step(params, grads, opt)
-            total += loss
-        return params, opt, total / len(batches)
-
     def downloads(self, affinity: torch.Tensor, rnd: int) -> list[list[int]]:
         """Clients whose models each client receives (never itself), sorted."""
         k_all = affinity.shape[0]
@@ -249,12 +260,12 @@ class FedFomo(Algorithm):
         previous = self.hp.reference == "previous"
         received = self.downloads(state["affinity"], rnd)
         weights = torch.zeros(k_all, k_all, dtype=torch.float64)
-        losses = np.full(k_all, np.nan)
+        mixed_all = {name: torch.empty_like(v) for name, v in old.items()}
 
         def client(i: int) -> None:
-            own = e.take(old, i)
-            ref = e.take(state["previous"], i) if previous else own
-            models = {j: e.take(old, j) for j in received[i]}
+            own = take(old, i)
+            ref = take(state["previous"], i) if previous else own
+            models = {j: take(old, j) for j in received[i]}
             if previous:
                 models[i] = own  # the client's own trained model is a candidate
             scores = fomo_scores(self.val_loss(ref, i), ref,
@@ -271,19 +282,20 @@ class FedFomo(Algorithm):
                     state["affinity"][i, c] += s / total if total > 0 else 0.0
             mixed = fomo_update(ref, models, w)
             if previous:
-                e.put(state["previous"], i, mixed)
-            params, opt, losses[i] = self.train(mixed, e.take(state["opt"], i), i, rnd)
-            e.put(state["params"], i, params)
-            e.put(state["opt"], i, opt)
+                put(state["previous"], i, mixed)
+            put(mixed_all, i, mixed)
 
-        e.run_clients(client, range(k_all))
+        e.threads.run_clients(client, range(k_all))
+        # local training from the mixed models, on each client's non-validation part
+        state["params"], state["opt"], losses = e.train(mixed_all, state["opt"],
+                                                        range(k_all), rnd, pools=self.fit)
         state["weights"] = weights
         return state, losses
 
     # ------------------------------------------------------------------ predict
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
-        return self.engine.probs(self.engine.take(state["params"], client), x)
+        return self.engine.probs(take(state["params"], client), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:
         """Log the round's normalised weights w_ij (client i, candidate j; 0 otherwise).

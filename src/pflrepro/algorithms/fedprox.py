@@ -23,24 +23,30 @@ local models on the FedAMP data sets; tune it per data set in the config.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 import torch
 
 from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
-from pflrepro.algorithms.registry import FedProxHyper
+from pflrepro.algorithms.registry import hyper
+from pflrepro.terms import GradTerm, Proximal
 
-if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
-    from pflrepro.engine import Params
+
+@dataclasses.dataclass(frozen=True)
+class FedProxHyper:
+    """Hyperparameters of FedProx."""
+
+    mu: float = hyper(0.01, "μ: weight of the proximal term (μ/2)‖w − w_global‖² in each "
+                            "client's local objective (0 = FedAvg).", minimum=0.0)
 
 
 class FedProxBase(FedAvgBase):
     """FedAvg's round with the proximal term in every local step; no prediction rule."""
 
-    def prox(self, state: State) -> tuple[Params, float]:
+    def terms(self, state: State) -> tuple[GradTerm, ...]:
         """μ (w − w_g): the pull towards this round's global model."""
-        return state["global"], float(self.hp.mu)
+        return (Proximal(state["global"], float(self.hp.mu)),)
 
 
 @register_algorithm

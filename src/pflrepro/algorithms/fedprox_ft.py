@@ -17,10 +17,23 @@ the tuning objective is the plain local loss, without FedProx's proximal term.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pflrepro.algorithms.base import register_algorithm
 from pflrepro.algorithms.fedavg_plus import FedAvgPlus
 from pflrepro.algorithms.fedprox import FedProxBase
-from pflrepro.algorithms.registry import FedProxFTHyper
+from pflrepro.algorithms.registry import hyper
+
+
+@dataclasses.dataclass(frozen=True)
+class FedProxFTHyper:
+    """Hyperparameters of FedProx-FT."""
+
+    mu: float = hyper(0.01, "μ: weight of the proximal term (μ/2)‖w − w_global‖² in each "
+                            "client's local objective during training (0 = FedAvg-FT).",
+                      minimum=0.0)
+    finetune_epochs: int = hyper(1, "Local epochs of fine-tuning of the global model before "
+                                    "each client's evaluation.", minimum=1)
 
 
 @register_algorithm

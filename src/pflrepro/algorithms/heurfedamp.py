@@ -27,11 +27,34 @@ Choices where the paper is silent (besides FedAMP's, which apply here too):
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from pflrepro.algorithms.base import State, register_algorithm
-from pflrepro.algorithms.fedamp import FedAMP
-from pflrepro.algorithms.registry import HeurFedAMPHyper
+from pflrepro.algorithms.fedamp import AMP_INITS, FedAMP
+from pflrepro.algorithms.registry import hyper, require_positive
+
+
+@dataclasses.dataclass(frozen=True)
+class HeurFedAMPHyper:
+    """Hyperparameters of HeurFedAMP (the paper gives no values; defaults fit digits)."""
+
+    lam: float = hyper(1.0, "λ: the client's proximal pull towards u_i has coefficient λ/α "
+                       "(0: none).", minimum=0.0)
+    alpha: float = hyper(1.0, "α_k (> 0, constant): only sets the proximal coefficient λ/α "
+                         "(the weights ξ do not depend on it).", minimum=0.0)
+    sigma: float = hyper(50.0, "σ (> 0): scale of the cosine similarities in the softmax over "
+                         "the other clients.", minimum=0.0)
+    self_attention: float = hyper(0.5, "ξ_ii: weight of a client's own model in its cloud model; "
+                                  "the others share 1 − ξ_ii.", minimum=0.0, maximum=1.0)
+    init: str = hyper("shared", "'shared': every client starts from one seeded model (as the "
+                      "reference implementations); 'independent': each client draws its own.",
+                      choices=AMP_INITS)
+
+    def __post_init__(self) -> None:
+        require_positive("heurfedamp", sigma=self.sigma, alpha=self.alpha)
+
 
 #: Norms below this are clamped in the cosine similarity (as torch's cosine_similarity).
 NORM_EPS = 1e-8

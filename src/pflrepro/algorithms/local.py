@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.params import take
 
 
 @register_algorithm
@@ -27,21 +28,10 @@ class Local(Algorithm):
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Each client trains on its own data."""
         e = self.engine
-        if e.batch_clients:  # all clients in one pass (on CUDA)
-            state["params"], state["opt"], losses = e.train_clients(
-                state["params"], state["opt"], list(range(e.num_clients)), rnd)
-            return state, losses
-        losses = np.full(e.num_clients, np.nan)
-
-        def client(k: int) -> None:
-            params, opt, losses[k] = e.local_train(e.take(state["params"], k),
-                                                   e.take(state["opt"], k), k, rnd)
-            e.put(state["params"], k, params)
-            e.put(state["opt"], k, opt)
-
-        e.run_clients(client, range(e.num_clients))
+        state["params"], state["opt"], losses = e.train(state["params"], state["opt"],
+                                                        range(e.num_clients), rnd)
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
-        return self.engine.probs(self.engine.take(state["params"], client), x)
+        return self.engine.probs(take(state["params"], client), x)

@@ -23,27 +23,28 @@ fresh every round (plain SGD has none to keep).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import ScaffoldHyper
+from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
+from pflrepro.params import put, stack, take, weighted_mean
+from pflrepro.terms import Offset
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
-    from pflrepro.engine import Engine, GradHook
+    from pflrepro.engine import Engine
 
 
-def control_hook(c: Params, c_i: Params) -> GradHook:
-    """``grads + c − c_i``: SCAFFOLD's corrected local gradient."""
-    correction = {k: c[k] - c_i[k] for k in c}
+@dataclasses.dataclass(frozen=True)
+class ScaffoldHyper:
+    """Hyperparameters of SCAFFOLD."""
 
-    def hook(params: Params, grads: Params) -> Params:
-        return {k: g + correction[k] for k, g in grads.items()}
-
-    return hook
+    server_lr: float = hyper(1.0, "η_g: global step size, x ← x + η_g · mean_i(y_i − x) "
+                                  "(1 = the plain average of the local models).", minimum=0.0)
 
 
 @register_algorithm
@@ -53,6 +54,7 @@ class Scaffold(Algorithm):
     name = "scaffold"
     summary = "SCAFFOLD (Karimireddy et al. 2020): control variates against client drift."
     Hyper = ScaffoldHyper
+    requires_plain_sgd = True
 
     def __init__(self, engine: Engine, hyper: ScaffoldHyper) -> None:
         super().__init__(engine, hyper)
@@ -71,29 +73,17 @@ class Scaffold(Algorithm):
         x = e.init_params()
         zeros = {k: torch.zeros_like(v) for k, v in x.items()}
         return {"global": x, "control": zeros,
-                "client_control": e.stack(zeros, e.num_clients)}
+                "client_control": stack(zeros, e.num_clients)}
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Corrected local SGD per client, option II controls, uniform server step."""
         e = self.engine
         x, c = state["global"], state["control"]
-        ks = list(range(e.num_clients))
-        if e.batch_clients:  # all clients in one pass (on CUDA), gradients + c − c_i
-            c_all = state["client_control"]
-            y, _, losses = e.train_clients(
-                e.stack(x, e.num_clients), e.stack(e.init_opt(x), e.num_clients), ks, rnd,
-                offset={k: c[k] - c_all[k] for k in x})
-        else:
-            losses = np.full(e.num_clients, np.nan)
-            y = e.stack(x, e.num_clients)  # y_i, client i's local model, row by row
-
-            def client(i: int) -> None:
-                c_i = e.take(state["client_control"], i)
-                y_i, _, losses[i] = e.local_train(x, e.init_opt(x), i, rnd,
-                                                  grad_hook=control_hook(c, c_i))
-                e.put(y, i, y_i)
-
-            e.run_clients(client, ks)
+        c_all = state["client_control"]
+        # y_i, client i's local model: from x, fresh SGD, gradients + c − c_i
+        y, _, losses = e.train(stack(x, e.num_clients), stack(e.init_opt(x), e.num_clients),
+                               range(e.num_clients), rnd,
+                               terms=[Offset({k: c[k] - c_all[k] for k in x}, per_client=True)])
         return self._server(state, y), losses
 
     def _server(self, state: State, y: Params) -> State:
@@ -105,16 +95,16 @@ class Scaffold(Algorithm):
         e = self.engine
         x, c = state["global"], state["control"]
         lr = e.optimizer.lr
-        delta_c = e.stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
+        delta_c = stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
         for i in range(e.num_clients):
-            c_i = e.take(state["client_control"], i)
+            c_i = take(state["client_control"], i)
             c_new = {k: c_i[k] - c[k] + (x[k] - y[k][i]) / (e.steps_per_round(i) * lr)
                      for k in x}
-            e.put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
-            e.put(state["client_control"], i, c_new)
+            put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
+            put(state["client_control"], i, c_new)
         uniform = torch.ones(e.num_clients, device=e.device)
-        mean_dy = e.weighted_mean({k: y[k] - x[k] for k in x}, uniform)
-        mean_dc = e.weighted_mean(delta_c, uniform)
+        mean_dy = weighted_mean({k: y[k] - x[k] for k in x}, uniform)
+        mean_dc = weighted_mean(delta_c, uniform)
         state["global"] = {k: x[k] + self.hp.server_lr * mean_dy[k] for k in x}
         state["control"] = {k: c[k] + mean_dc[k] for k in c}
         return state

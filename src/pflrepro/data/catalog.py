@@ -23,7 +23,9 @@ entry); the publishers themselves list only MD5 sums, quoted in comments.
 ``content_sha256`` (the SHA-256 of the gunzipped content) lets re-compressed
 mirrors such as Debian's ``dataset-fashion-mnist`` package verify. FEMNIST and
 Office-Home have no official checksum: they are trusted on first use (the hash of
-the first file placed is recorded in ``raw_dir/<name>.sha256`` and enforced after).
+the first file placed is recorded in ``raw_dir/<name>.sha256`` and enforced after),
+once the archive has been read to its end; when a later archive differs, the error
+names that record, to be deleted if the first archive was the wrong one.
 
 Extra arrays
 ------------
@@ -46,12 +48,15 @@ import numpy as np
 
 from pflrepro.data.datasets import DatasetSource, register_dataset
 from pflrepro.data.download import (
+    ARCHIVE_ERRORS,
     ChecksumError,
+    DamagedArchiveError,
     DownloadError,
     RemoteFile,
     fetch,
     safe_extract,
     sha256_file,
+    tofu_record,
     verify_file,
 )
 from pflrepro.data.formats import FormatError, read_cifar_binaries, read_idx_pair
@@ -208,7 +213,15 @@ def _extracted(archive: Path, raw_dir: Path, members: Sequence[str] | None = Non
     digest = sha256_file(archive)[:16]
     target = raw_dir / f"{archive.name}.{digest}{tag}.d"
     if not target.is_dir():
-        safe_extract(archive, target, members=members)
+        try:
+            safe_extract(archive, target, members=members)
+        except ARCHIVE_ERRORS as exc:  # e.g. a damaged copy trusted before archives were read
+            record = raw_dir / f"{archive.name}.sha256"
+            fix = (f"its hash was recorded in {record} when it was first used: delete {record}"
+                   f" and {archive}, place a complete copy and rerun" if record.exists()
+                   else f"replace {archive} with a complete copy and rerun")
+            raise ArchiveMissingError(f"{archive} does not read to its end "
+                                      f"({type(exc).__name__}: {exc}); {fix}") from exc
     return target
 
 
@@ -232,9 +245,22 @@ def _obtain_placed(dataset: str, file: RemoteFile, mirrors: Sequence[str], raw_d
     raw_dir.mkdir(parents=True, exist_ok=True)
     path = raw_dir / file.name
     if path.is_file():
+        record = tofu_record(raw_dir, file)
         try:
             return verify_file(path, file, raw_dir)
+        except DamagedArchiveError as exc:  # first use: nothing recorded
+            raise ArchiveMissingError(
+                f"{dataset}: {exc}; its hash was not recorded. Replace it with a complete "
+                f"copy of the archive.\n{howto}") from exc
         except ChecksumError as exc:
+            if file.trust_on_first_use and record.exists():
+                recorded = record.read_text(encoding="utf-8").split()[0]
+                raise ArchiveMissingError(
+                    f"{dataset}: {path} is not the archive first used here ({exc.actual}; "
+                    f"{record} records sha256 {recorded}). If {path.name} is the archive to "
+                    f"use (the first copy was damaged, or another version), delete {record} "
+                    f"and rerun: the archive is then read to its end and its hash recorded "
+                    f"anew. Otherwise put back the archive whose hash is recorded.") from exc
             raise ArchiveMissingError(
                 f"{dataset}: {path} is present but does not verify ({exc}). Replace it with "
                 f"the original archive ({_checksum_text(file, path)}).") from exc

@@ -20,8 +20,12 @@ a file with the expected checksum wins.
 Checksums: ``sha256`` is the hash of the file's bytes. For ``.gz`` files a mirror may
 hold a re-compressed copy (different gzip bytes, same content), so ``content_sha256``
 (the hash of the decompressed content) is accepted as an alternative match. With
-neither given the file is *trusted on first use*: the hash of the first verified copy
-is recorded in ``<name>.sha256`` beside it and every later use is checked against it.
+neither given the file is *trusted on first use*: the hash of the first copy is
+recorded in ``<name>.sha256`` beside it and every later use is checked against it. An
+archive (``.zip``, ``.tar[.gz|.bz2|.xz]``, ``.gz``) is first read to its end
+(:func:`check_readable`), so a truncated or damaged first copy is refused, never
+recorded; a later copy that differs from the record is reported with the record's path,
+the file to delete when the first copy was the wrong one.
 
 :func:`safe_extract` unpacks ``.tar``/``.tar.gz``/``.zip`` archives, refusing any member
 that would land outside the target (absolute paths, ``..``) and any link or special
@@ -31,10 +35,12 @@ when everything succeeded.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import http.client
 import logging
+import lzma
 import os
 import shutil
 import stat
@@ -109,6 +115,10 @@ class ChecksumError(DownloadError):
         self.actual = actual
 
 
+class DamagedArchiveError(DownloadError):
+    """An archive that does not open or read to its end (truncated or corrupt)."""
+
+
 class UnsafeArchiveError(ValueError):
     """An archive member would escape the extraction target or is not a plain file/dir."""
 
@@ -142,14 +152,84 @@ def _tofu_record(dest_dir: Path, name: str) -> Path:
     return dest_dir / f"{name}.sha256"
 
 
-def _expected_text(file: RemoteFile, recorded: str | None) -> str:
+def tofu_record(dest_dir: Path, file: RemoteFile) -> Path:
+    """Where the hash of a trust-on-first-use ``file`` is recorded: ``<name>.sha256``."""
+    return _tofu_record(Path(dest_dir), file.name)
+
+
+#: What reading a truncated or corrupt archive raises (besides ``OSError``s such as
+#: ``gzip.BadGzipFile``, which also stand for I/O failures).
+ARCHIVE_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError, EOFError,
+    gzip.BadGzipFile)
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def _drain(stream: IO[bytes]) -> None:
+    while stream.read(_CHUNK):
+        pass
+
+
+def _decompressed(path: Path) -> IO[bytes]:
+    """``path`` opened for reading, through gzip, bzip2 or xz by its magic bytes."""
+    with path.open("rb") as fh:
+        head = fh.read(6)
+    if head.startswith(_GZIP_MAGIC):
+        return gzip.open(path, "rb")
+    if head.startswith(b"BZh"):
+        return bz2.open(path, "rb")
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.open(path, "rb")
+    return path.open("rb")
+
+
+def check_readable(path: Path, name: str | None = None) -> None:
+    """Read the archive at ``path`` to its end; raise :class:`DamagedArchiveError` if it fails.
+
+    The kind comes from ``name`` (default: the file's own name; a download in progress
+    is ``<name>.part``): a ``.zip`` has every member read and CRC-checked, a tar
+    (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``) every member and then the
+    rest of its compressed stream read, a ``.gz`` its whole stream (length and CRC
+    checked). Any other file has nothing to check. A missing or unreadable (permissions)
+    file raises as usual.
+    """
+    path = Path(path)
+    name = (name or path.name).lower()
+    try:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                bad = zf.testzip()
+            if bad is not None:
+                raise zipfile.BadZipFile(f"member {bad!r} fails its CRC check")
+        elif name.endswith(_TAR_SUFFIXES):
+            with _decompressed(path) as stream:
+                with tarfile.open(fileobj=stream, mode="r|") as tf:
+                    for info in tf:
+                        member = tf.extractfile(info) if info.isreg() else None
+                        if member is not None:
+                            _drain(member)
+                _drain(stream)  # past the tar's end: the compressed stream's own end
+        elif name.endswith(".gz"):
+            with gzip.open(path, "rb") as stream:
+                _drain(stream)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except (*ARCHIVE_ERRORS, OSError) as exc:
+        raise DamagedArchiveError(
+            f"{path} does not read to its end ({type(exc).__name__}: {exc}): a truncated or "
+            "damaged copy") from exc
+
+
+def _expected_text(file: RemoteFile, recorded: str | None, record: Path | None = None) -> str:
     alternatives = []
     if file.sha256:
         alternatives.append(f"sha256 {file.sha256}")
     if file.content_sha256:
         alternatives.append(f"content sha256 {file.content_sha256} (decompressed)")
     if recorded:
-        alternatives.append(f"sha256 {recorded} (recorded on first use)")
+        where = (f" in {record}; if that first copy was the wrong one, delete {record}"
+                 if record is not None else "")
+        alternatives.append(f"sha256 {recorded} (recorded on first use{where})")
     text = " or ".join(alternatives) or "(trust on first use)"
     if file.size is not None:
         text += f"; canonical size {file.size} bytes"
@@ -167,6 +247,7 @@ def check_file(path: Path, file: RemoteFile, record_dir: Path | None = None
     record_dir = path.parent if record_dir is None else record_dir
     actual = sha256_file(path)
     recorded = None
+    record = None
     if file.trust_on_first_use:
         record = _tofu_record(record_dir, file.name)
         if not record.exists():
@@ -181,14 +262,15 @@ def check_file(path: Path, file: RemoteFile, record_dir: Path | None = None
         ok = content == file.content_sha256
         actual_text += f", content sha256 {content or '(not a complete gzip stream)'}"
     actual_text += f", {path.stat().st_size} bytes"
-    return ok, _expected_text(file, recorded), actual_text
+    return ok, _expected_text(file, recorded, record), actual_text
 
 
 def verify_file(path: Path, file: RemoteFile, record_dir: Path | None = None) -> Path:
     """Raise :class:`ChecksumError` unless ``path`` verifies; record a first-use hash.
 
     Unlike :func:`fetch` this never deletes anything: it is meant for files a person
-    placed by hand. Returns ``path``.
+    placed by hand. A first-use archive that does not read to its end raises
+    :class:`DamagedArchiveError` and nothing is recorded. Returns ``path``.
     """
     record_dir = path.parent if record_dir is None else record_dir
     ok, expected, actual = check_file(path, file, record_dir)
@@ -199,8 +281,10 @@ def verify_file(path: Path, file: RemoteFile, record_dir: Path | None = None) ->
 
 
 def _record_first_use(path: Path, file: RemoteFile, dest_dir: Path) -> None:
+    """Record the hash of a first-use file, once it has read to its end (archives)."""
     record = _tofu_record(dest_dir, file.name)
     if file.trust_on_first_use and not record.exists():
+        check_readable(path, file.name)  # a truncated first copy is never trusted
         digest = sha256_file(path)
         write_text(record, f"{digest}  {file.name}\n")
         log.warning("%s: no official checksum known; recorded sha256 %s in %s (trust on "
@@ -315,7 +399,11 @@ def _from_mirror(file: RemoteFile, mirror: str, dest_dir: Path, *, timeout: floa
             _copy_local(src, part)
         ok, expected, actual = check_file(part, file, dest_dir)
         if ok:
-            _record_first_use(part, file, dest_dir)
+            try:
+                _record_first_use(part, file, dest_dir)
+            except DamagedArchiveError:
+                part.unlink(missing_ok=True)
+                raise
             os.replace(part, final)
             return final
         part.unlink(missing_ok=True)
@@ -343,10 +431,14 @@ def fetch(file: RemoteFile, mirrors: Sequence[str], dest_dir: Path, *, timeout: 
     if final.is_file():
         ok, expected, actual = check_file(final, file, dest_dir)
         if ok:
-            _record_first_use(final, file, dest_dir)
-            return final
-        log.warning("%s: present but does not verify (expected %s, got %s); deleting it and "
-                    "fetching again", final, expected, actual)
+            try:
+                _record_first_use(final, file, dest_dir)
+                return final
+            except DamagedArchiveError as exc:
+                log.warning("%s; deleting it and fetching again", exc)
+        else:
+            log.warning("%s: present but does not verify (expected %s, got %s); deleting it "
+                        "and fetching again", final, expected, actual)
         final.unlink()
     if not mirrors:
         raise DownloadError(f"{file.name}: not present in {dest_dir} and no mirrors given")
@@ -432,7 +524,7 @@ def _archive_kind(archive: Path) -> str:
     name = archive.name.lower()
     if name.endswith(".zip"):
         return "zip"
-    if name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")):
+    if name.endswith(_TAR_SUFFIXES):
         return "tar"
     if zipfile.is_zipfile(archive):
         return "zip"

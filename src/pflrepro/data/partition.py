@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from pflrepro.io import atomic_path
+from pflrepro.io import atomic_digested_path, parquet_errors, read_verified
 from pflrepro.seeding import numpy_generator
 
 if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
@@ -246,15 +246,20 @@ def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,
     meta = {"dataset": dataset, "seed": seed, "spec": partitioner.spec(), "id": partitioner.id}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            METADATA_KEY: json.dumps(meta).encode()})
-    with atomic_path(path) as tmp:
+    with atomic_digested_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
 def read_partition(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a partition table and the metadata :func:`write_partition` stored."""
+    """Read a partition table and the metadata :func:`write_partition` stored.
+
+    The file is checked against its digest record first; a damaged one is set aside
+    (so that Snakemake writes it again) and :class:`pflrepro.io.CorruptFileError`
+    names it (:func:`pflrepro.io.read_verified`).
+    """
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = read_verified(path, pq.read_table, parquet_errors())
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
     return table.to_pandas(), meta
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pflrepro.io import atomic_path
+from pflrepro.io import atomic_digested_path, parquet_errors, read_verified
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
 METADATA_KEY = b"pflrepro.public"
@@ -65,13 +65,17 @@ def write_public(indices: np.ndarray, path: str, *, dataset: str, seed: int) -> 
     table = pa.table({"index": pa.array(indices, type=pa.int64())})
     meta = {"dataset": dataset, "seed": int(seed), "size": int(len(indices))}
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()})
-    with atomic_path(path) as tmp:
+    with atomic_digested_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
 def read_public(path: str) -> tuple[np.ndarray, dict[str, Any]]:
-    """Read the rows and the metadata :func:`write_public` stored."""
-    table = pq.read_table(path)
+    """Read the rows and the metadata :func:`write_public` stored.
+
+    Checked against the file's digest record first; a damaged file is set aside and
+    :class:`pflrepro.io.CorruptFileError` names it (:func:`pflrepro.io.read_verified`).
+    """
+    table = read_verified(path, pq.read_table, parquet_errors())
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
     if table.column_names != ["index"]:
         raise ValueError(f"{path}: expected one column 'index', got {table.column_names}")

@@ -33,16 +33,18 @@ of the CSV).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from pflrepro.io import write_text
-from pflrepro.results import CONFIG_COLUMNS, N_TEST, TEST_ACCURACY, VALUE_COLUMNS
+from pflrepro.results import CONFIG_COLUMNS, DIVERGED, N_TEST, TEST_ACCURACY, VALUE_COLUMNS
 
 #: Columns that identify one run.
 RUN_KEYS: tuple[str, ...] = tuple(CONFIG_COLUMNS)
@@ -98,7 +100,8 @@ def check_cells(final: pd.DataFrame, what: str,
 
     ``final`` has one row per run (its last round). Raises ``ValueError`` when a cell
     mixes settings (experiment, dataset, algorithm, params), holds the same
-    (split_seed, train_seed) twice, or when its runs end at different rounds; each
+    (split_seed, train_seed) twice, or when its runs end at different rounds (runs
+    that diverged, a ``diverged`` column when given, stop early and are exempt); each
     would make a mean over the cell meaningless.
     """
     by = list(by)
@@ -114,7 +117,8 @@ def check_cells(final: pd.DataFrame, what: str,
             dup = seeds[seeds.duplicated()].drop_duplicates().to_dict("records")
             raise ValueError(f"{where} holds the same seeds twice {dup} (runs of different "
                              "package versions or git revisions?)")
-        rounds = sorted(cell["round"].unique().tolist())
+        finished = cell[~cell["diverged"]] if "diverged" in cell else cell
+        rounds = sorted(finished["round"].unique().tolist())
         if len(rounds) > 1:
             raise ValueError(f"{where}: runs end at different rounds {rounds}")
 
@@ -232,9 +236,25 @@ def run_accuracies(agg: pd.DataFrame, metric: str = "weighted_final") -> pd.Data
         raise ValueError(f"unknown table metric {metric!r}; expected one of "
                          f"{list(TABLE_METRICS)}")
     if metric == "weighted_final":
-        final = final_accuracy(agg)
-        return final.rename(columns={"weighted_accuracy": "weighted_final"})
-    return best_mean_accuracy(agg)
+        runs = final_accuracy(agg).rename(columns={"weighted_accuracy": "weighted_final"})
+    else:
+        runs = best_mean_accuracy(agg)
+    return runs.assign(diverged=diverged_runs(agg, runs))
+
+
+def diverged_runs(agg: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
+    """For each row of ``runs`` (one per run), whether the run diverged.
+
+    A run that diverged (:data:`pflrepro.results.DIVERGED`) stopped at the round its
+    losses became non-finite; its accuracies are those of that round.
+    """
+    keys = list(RUN_KEYS)
+    marks = agg.loc[agg["metric"] == DIVERGED, keys].drop_duplicates()
+    if marks.empty:
+        return pd.Series(False, index=runs.index, name="diverged")
+    flagged = runs[keys].merge(marks.assign(_diverged=True), on=keys, how="left")
+    return pd.Series(flagged["_diverged"].fillna(False).astype(bool).to_numpy(),
+                     index=runs.index, name="diverged")
 
 
 def order_values(found: Iterable[str], order: Sequence[str] | None, what: str) -> list[str]:
@@ -383,8 +403,11 @@ def accuracy_table(agg: pd.DataFrame, methods_order: Sequence[str] | None = None
     for col in table.columns:
         if col[-1] == "n":
             table[col] = table[col].fillna(0).astype("int64")
+    diverged = runs[runs["diverged"]].groupby(group_keys, sort=False).size()
     table.attrs.update(metric=metric, labels=check_labels(labels, what),
-                       experiment_labels=check_labels(experiment_labels, what))
+                       experiment_labels=check_labels(experiment_labels, what),
+                       diverged={tuple(str(v) for v in (i if isinstance(i, tuple) else (i,))):
+                                 int(n) for i, n in diverged.items()})
     return table
 
 
@@ -433,7 +456,8 @@ def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
     """Turn an :func:`accuracy_table` result into one row per non-empty cell and accuracy.
 
     Columns: ``method``, ``experiment`` (tables over experiments only), ``partition``,
-    ``metric_name`` (metrics with several accuracies only), ``mean``, ``std``, ``n``.
+    ``metric_name`` (metrics with several accuracies only), ``mean``, ``std``, ``n``, and
+    ``diverged`` (runs of the cell that diverged) when any run of the table diverged.
     Cells without runs (``n == 0``) are left out. Raises ``ValueError`` when ``table``
     does not have the shape :func:`accuracy_table` returns.
     """
@@ -449,6 +473,7 @@ def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
             raise ValueError(f"write_table: {where} lacks column(s) {lacking}")
     multi = len(metric_names) > 1
     out_cols = ["method", *key_names, *(["metric_name"] if multi else []), *STATS]
+    diverged = table.attrs.get("diverged") or {}
     rows = []
     for method in table.index:
         for key in keys:
@@ -465,8 +490,11 @@ def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
                     row[stat] = float(table.loc[method, _column(key, name, stat,
                                                                 metric_names)])
                 row["n"] = n
+                row["diverged"] = diverged.get((str(method), *key), 0)
                 rows.append(row)
-    tidy = pd.DataFrame(rows, columns=out_cols)
+    tidy = pd.DataFrame(rows, columns=[*out_cols, "diverged"])
+    if not diverged:  # the column appears only when some run diverged
+        tidy = tidy.drop(columns="diverged")
     return tidy.astype({"n": "int64"})
 
 
@@ -546,6 +574,184 @@ def _runs_of_equal(items: Sequence[str]) -> list[tuple[str, int, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class TableText:
+    """An :func:`accuracy_table` made ready to print: labels resolved, cells counted.
+
+    :func:`render_markdown` and :func:`render_latex` print it; :func:`table_text` makes it.
+    """
+
+    caption: str
+    #: Column keys in order: ``(partition,)`` or ``(experiment, partition)``.
+    keys: list[tuple[str, ...]]
+    #: Whether the columns are grouped by experiment.
+    by_experiment: bool
+    #: Shown label of each experiment and of each partition id.
+    experiment_labels: dict[str, str]
+    partition_labels: dict[str, str]
+    #: Row names, in order.
+    methods: list[str]
+    #: Per method, per column: the (mean, std) of each accuracy, and the cell's run count.
+    cells: list[list[tuple[list[tuple[float, float]], int]]]
+    #: The accuracies of a cell (:data:`TABLE_METRICS`).
+    metric_names: list[str]
+    #: The most common run count of the non-empty cells (cells with another get ``(n=...)``).
+    usual_n: int
+    #: Run counts of the non-empty cells.
+    filled: list[int]
+    #: Whether some cell has a single run (std n/a).
+    single: bool
+    decimals: int
+    #: Per method, per column: runs of the cell that diverged (none: an empty list).
+    diverged: list[list[int]] = dataclasses.field(default_factory=list)
+
+    def header(self, key: tuple[str, ...]) -> str:
+        """The flat header of column ``key``: ``<experiment> · <partition>`` or the partition."""
+        if self.by_experiment:
+            return (f"{self.experiment_labels[key[0]]}{HEADER_SEPARATOR}"
+                    f"{self.partition_labels[key[1]]}")
+        return self.partition_labels[key[0]]
+
+    def cell_texts(self, sym: Mapping[str, str]) -> list[list[str]]:
+        """Every cell formatted with the symbols ``sym`` (:data:`_MD` or :data:`_TEX`)."""
+        texts = [[_cell(values, n, self.usual_n, self.decimals, sym) for values, n in row]
+                 for row in self.cells]
+        for i, row in enumerate(self.diverged):
+            for j, d in enumerate(row):
+                if d:
+                    texts[i][j] += f" ({d} diverged)"
+        return texts
+
+    def note(self, sym: Mapping[str, str]) -> str:
+        """The note under the table (what the cells are, over how many runs)."""
+        text = _note(self.filled, self.single, self.usual_n, self.metric_names, sym)
+        if any(any(row) for row in self.diverged):
+            text += (" (k diverged): k runs of the cell diverged (a non-finite loss); they "
+                     "stopped there and count with their accuracy at that round.")
+        return text
+
+
+def _shown_labels(table: pd.DataFrame, keys: Sequence[tuple[str, ...]], by_experiment: bool,
+                  labels: Mapping[str, str] | None,
+                  experiment_labels: Mapping[str, str] | None,
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """Shown labels of the experiments and partitions of ``keys`` (``table.attrs`` + given)."""
+    part_labels = {**check_labels(table.attrs.get("labels"), "write_table labels"),
+                   **check_labels(labels, "write_table labels")}
+    exp_labels = {**check_labels(table.attrs.get("experiment_labels"),
+                                 "write_table experiment_labels"),
+                  **check_labels(experiment_labels, "write_table experiment_labels")}
+    experiments = list(dict.fromkeys(k[0] for k in keys)) if by_experiment else []
+    exp_shown = display_labels(experiments, exp_labels, "write_table experiment_labels")
+    part_shown: dict[str, str] = {}
+    for experiment in experiments or [None]:
+        parts = [k[-1] for k in keys if experiment is None or k[0] == experiment]
+        where = "" if experiment is None else f" (experiment {experiment!r})"
+        part_shown.update(display_labels(parts, part_labels, f"write_table labels{where}"))
+    return exp_shown, part_shown
+
+
+def _cell_counts(table: pd.DataFrame, keys: Sequence[tuple[str, ...]],
+                 metric_names: Sequence[str]) -> dict[tuple[str, tuple[str, ...]], int]:
+    """The run count ``n`` of each (method, column); accuracies of one cell must agree."""
+    counts: dict[tuple[str, tuple[str, ...]], int] = {}
+    for method in table.index:
+        for key in keys:
+            ns = {0 if pd.isna(v) else int(v) for v in
+                  (table.loc[method, _column(key, m, "n", metric_names)] for m in metric_names)}
+            if len(ns) > 1:
+                raise ValueError(f"write_table: method {method!r}, column {key} has different "
+                                 f"run counts {sorted(ns)} for {metric_names}")
+            counts[(str(method), key)] = ns.pop()
+    return counts
+
+
+def table_text(table: pd.DataFrame, caption: str, *, decimals: int = 1,
+               labels: Mapping[str, str] | None = None,
+               experiment_labels: Mapping[str, str] | None = None) -> TableText:
+    """Resolve the labels and count the runs of an :func:`accuracy_table` result.
+
+    ``labels`` and ``experiment_labels`` as in :func:`write_table`. Raises
+    ``ValueError`` for a malformed or empty table, or labels that make two columns look
+    the same.
+    """
+    tidy = tidy_table(table)
+    if tidy.empty:
+        raise ValueError("write_table: the table has no cell with runs")
+    key_names, keys, metric_names = _table_layout(table)
+    by_experiment = key_names[0] == "experiment"
+    exp_shown, part_shown = _shown_labels(table, keys, by_experiment, labels, experiment_labels)
+    counts = _cell_counts(table, keys, metric_names)
+    diverged = table.attrs.get("diverged") or {}
+    filled = [n for n in counts.values() if n > 0]
+    frequency = Counter(filled)
+    cells = [[([(float(table.loc[method, _column(key, m, "mean", metric_names)]),
+                 float(table.loc[method, _column(key, m, "std", metric_names)]))
+                for m in metric_names], counts[(str(method), key)]) for key in keys]
+             for method in table.index]
+    return TableText(caption=caption, keys=keys, by_experiment=by_experiment,
+                     experiment_labels=exp_shown, partition_labels=part_shown,
+                     methods=[str(m) for m in table.index], cells=cells,
+                     metric_names=metric_names,
+                     usual_n=max(frequency, key=lambda n: (frequency[n], n)), filled=filled,
+                     single=bool(tidy["std"].isna().any()), decimals=decimals,
+                     diverged=[[diverged.get((str(method), *key), 0) for key in keys]
+                               for method in table.index] if diverged else [])
+
+
+def render_markdown(text: TableText) -> str:
+    """The Markdown of a table: ``Table: <caption>``, a pipe table, the note."""
+    lines = [f"Table: {text.caption}", "",
+             "| method | " + " | ".join(_md_escape(text.header(k)) for k in text.keys) + " |",
+             "|:--|" + "--:|" * len(text.keys)]
+    for method, row in zip(text.methods, text.cell_texts(_MD), strict=True):
+        lines.append(f"| {_md_escape(method)} | " + " | ".join(row) + " |")
+    lines += ["", text.note(_MD), ""]
+    return "\n".join(lines)
+
+
+def _latex_header(text: TableText) -> list[str]:
+    r"""The header rows: experiments over their partitions (``\multicolumn``), partitions."""
+    lines = []
+    if text.by_experiment:
+        groups = _runs_of_equal([k[0] for k in text.keys])
+        lines.append("     & " + " & ".join(
+            f"\\multicolumn{{{last - first + 1}}}{{c}}"
+            f"{{{_latex_escape(text.experiment_labels[e])}}}"
+            for e, first, last in groups) + " \\\\")
+        lines.append("    " + " ".join(f"\\cmidrule(lr){{{first + 2}-{last + 2}}}"
+                                       for _, first, last in groups))
+    lines.append("    Method & " + " & ".join(_latex_escape(text.partition_labels[k[-1]])
+                                             for k in text.keys) + " \\\\")
+    return lines
+
+
+def render_latex(text: TableText) -> str:
+    r"""The LaTeX of a table: a ``table`` holding a booktabs ``tabular``, the note below."""
+    tex = [
+        "% Generated by pflrepro.reporting.tables.write_table; needs \\usepackage{booktabs}.",
+        "\\begin{table}[htbp]",
+        "  \\centering",
+        f"  \\caption{{{_latex_escape(text.caption)}}}",
+        f"  \\begin{{tabular}}{{l{'r' * len(text.keys)}}}",
+        "    \\toprule",
+        *_latex_header(text),
+        "    \\midrule",
+    ]
+    for method, row in zip(text.methods, text.cell_texts(_TEX), strict=True):
+        tex.append(f"    {_latex_escape(method)} & " + " & ".join(row) + " \\\\")
+    tex += [
+        "    \\bottomrule",
+        "  \\end{tabular}",
+        "",
+        "  \\smallskip",
+        f"  {{\\footnotesize {text.note(_TEX)}}}",
+        "\\end{table}",
+        "",
+    ]
+    return "\n".join(tex)
+
+
 def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
                 tex_path: str | os.PathLike[str], csv_path: str | os.PathLike[str],
                 caption: str, *, decimals: int = 1,
@@ -553,14 +759,16 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
                 experiment_labels: Mapping[str, str] | None = None) -> None:
     r"""Write an :func:`accuracy_table` result as Markdown, LaTeX and tidy CSV, atomically.
 
-    * Markdown: a pipe table with cells ``83.2 ± 1.4`` (``mean_bmta``:
-      ``85.1 ± 0.3 / 84.0 ± 0.5``, BMTA / final) under ``Table: <caption>``, then a
-      note line stating what the cells are and the number of runs ``n`` per cell.
-      Over several experiments, headers read ``<experiment> · <partition>``.
-    * LaTeX: a ``table`` environment holding a booktabs ``tabular`` (needs
-      ``\usepackage{booktabs}``), the caption and the same note; text is escaped.
-      Over several experiments the header has two rows: each experiment over its
-      partitions (``\multicolumn`` and ``\cmidrule``), then the partitions.
+    * Markdown (:func:`render_markdown`): a pipe table with cells ``83.2 ± 1.4``
+      (``mean_bmta``: ``85.1 ± 0.3 / 84.0 ± 0.5``, BMTA / final) under
+      ``Table: <caption>``, then a note line stating what the cells are and the number
+      of runs ``n`` per cell. Over several experiments, headers read
+      ``<experiment> · <partition>``.
+    * LaTeX (:func:`render_latex`): a ``table`` environment holding a booktabs
+      ``tabular`` (needs ``\usepackage{booktabs}``), the caption and the same note;
+      text is escaped. Over several experiments the header has two rows: each
+      experiment over its partitions (``\multicolumn`` and ``\cmidrule``), then the
+      partitions.
     * CSV: one row per non-empty cell (and accuracy), columns as :func:`tidy_table`
       (``method, [experiment,] partition, [metric_name,] mean, std, n``; percent, full
       precision; an empty ``std`` for single runs), keyed by ids, not labels.
@@ -571,101 +779,9 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
     ``(n=...)``; cells without runs show a dash. Raises ``ValueError`` for a malformed
     or empty table, or labels that make two columns look the same.
     """
-    tidy = tidy_table(table)
-    if tidy.empty:
-        raise ValueError("write_table: the table has no cell with runs")
-    key_names, keys, metric_names = _table_layout(table)
-    part_labels = {**check_labels(table.attrs.get("labels"), "write_table labels"),
-                   **check_labels(labels, "write_table labels")}
-    exp_labels = {**check_labels(table.attrs.get("experiment_labels"),
-                                 "write_table experiment_labels"),
-                  **check_labels(experiment_labels, "write_table experiment_labels")}
-    by_experiment = key_names[0] == "experiment"
-    experiments = list(dict.fromkeys(k[0] for k in keys)) if by_experiment else []
-    exp_shown = display_labels(experiments, exp_labels, "write_table experiment_labels")
-    part_shown: dict[str, str] = {}
-    for experiment in experiments or [None]:
-        parts = [k[-1] for k in keys if experiment is None or k[0] == experiment]
-        where = "" if experiment is None else f" (experiment {experiment!r})"
-        part_shown.update(display_labels(parts, part_labels, f"write_table labels{where}"))
-
-    def header(key: tuple[str, ...]) -> str:
-        if by_experiment:
-            return f"{exp_shown[key[0]]}{HEADER_SEPARATOR}{part_shown[key[1]]}"
-        return part_shown[key[0]]
-
-    cell_ns: dict[tuple[str, tuple[str, ...]], int] = {}
-    for method in table.index:
-        for key in keys:
-            ns = {0 if pd.isna(v) else int(v) for v in
-                  (table.loc[method, _column(key, m, "n", metric_names)] for m in metric_names)}
-            if len(ns) > 1:
-                raise ValueError(f"write_table: method {method!r}, column {key} has different "
-                                 f"run counts {sorted(ns)} for {metric_names}")
-            cell_ns[(str(method), key)] = ns.pop()
-    filled = [n for n in cell_ns.values() if n > 0]
-    counts = Counter(filled)
-    usual_n = max(counts, key=lambda n: (counts[n], n))
-    single = bool(tidy["std"].isna().any())
-    methods = [str(m) for m in table.index]
-
-    def cells(sym: Mapping[str, str]) -> list[list[str]]:
-        rows = []
-        for method in table.index:
-            row = []
-            for key in keys:
-                values = [(float(table.loc[method, _column(key, m, "mean", metric_names)]),
-                           float(table.loc[method, _column(key, m, "std", metric_names)]))
-                          for m in metric_names]
-                row.append(_cell(values, cell_ns[(str(method), key)], usual_n, decimals, sym))
-            rows.append(row)
-        return rows
-
-    # Markdown
-    md_rows = cells(_MD)
-    lines = [f"Table: {caption}", "",
-             "| method | " + " | ".join(_md_escape(header(k)) for k in keys) + " |",
-             "|:--|" + "--:|" * len(keys)]
-    for method, row in zip(methods, md_rows, strict=True):
-        lines.append(f"| {_md_escape(method)} | " + " | ".join(row) + " |")
-    lines += ["", _note(filled, single, usual_n, metric_names, _MD), ""]
-    markdown = "\n".join(lines)
-
-    # LaTeX
-    tex_rows = cells(_TEX)
-    tex = [
-        "% Generated by pflrepro.reporting.tables.write_table; needs \\usepackage{booktabs}.",
-        "\\begin{table}[htbp]",
-        "  \\centering",
-        f"  \\caption{{{_latex_escape(caption)}}}",
-        f"  \\begin{{tabular}}{{l{'r' * len(keys)}}}",
-        "    \\toprule",
-    ]
-    if by_experiment:
-        groups = _runs_of_equal([k[0] for k in keys])
-        tex.append("     & " + " & ".join(
-            f"\\multicolumn{{{last - first + 1}}}{{c}}{{{_latex_escape(exp_shown[e])}}}"
-            for e, first, last in groups) + " \\\\")
-        tex.append("    " + " ".join(f"\\cmidrule(lr){{{first + 2}-{last + 2}}}"
-                                     for _, first, last in groups))
-    tex += [
-        "    Method & " + " & ".join(_latex_escape(part_shown[k[-1]]) for k in keys) + " \\\\",
-        "    \\midrule",
-    ]
-    for method, row in zip(methods, tex_rows, strict=True):
-        tex.append(f"    {_latex_escape(method)} & " + " & ".join(row) + " \\\\")
-    tex += [
-        "    \\bottomrule",
-        "  \\end{tabular}",
-        "",
-        "  \\smallskip",
-        f"  {{\\footnotesize {_note(filled, single, usual_n, metric_names, _TEX)}}}",
-        "\\end{table}",
-        "",
-    ]
-
-    csv = tidy.to_csv(index=False, lineterminator="\n")
-
-    write_text(md_path, markdown)
-    write_text(tex_path, "\n".join(tex))
+    text = table_text(table, caption, decimals=decimals, labels=labels,
+                      experiment_labels=experiment_labels)
+    csv = tidy_table(table).to_csv(index=False, lineterminator="\n")
+    write_text(md_path, render_markdown(text))
+    write_text(tex_path, render_latex(text))
     write_text(csv_path, csv)

@@ -1,10 +1,10 @@
-"""pflrepro.batched: all clients' local training in one vmapped pass equals the loop.
+"""pflrepro.local_training: the vmapped path (all clients in one pass) equals the loop.
 
-Reference: ``Engine.local_train`` once per client (what FedAvg, Local and FedProx
-run). Clients hold different numbers of samples, so their step counts and batch sizes
-differ and the batched pass pads both; results must match within float32 rounding
-after two rounds, for SGD, SGD with momentum and Adam, with and without FedProx's
-proximal term, on a small MLP and a small CNN.
+Reference: ``Engine.train_client`` once per client (the loop path). Clients hold
+different numbers of samples, so their step counts and batch sizes differ and the
+vectorised pass pads both; results must match within float32 rounding after two
+rounds, for SGD, SGD with momentum and Adam, with and without a proximal term, on a
+small MLP and a small CNN.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import pytest
 import torch
 from _fl_helpers import assert_params_close, clone, make_data, make_engine
 
-from pflrepro.batched import local_train_batched, padded_batches
-from pflrepro.engine import Engine, proximal_hook
+from pflrepro import local_training as LT
+from pflrepro.engine import Engine
+from pflrepro.local_training import padded_minibatches
+from pflrepro.params import put, stack, take
+from pflrepro.terms import Offset, Proximal
 
 RTOL, ATOL = 1e-4, 1e-5
 N_TRAIN = (7, 3, 12, 5, 1)  # batch 4: batch sizes 4, 3, 4, 4, 1; steps per epoch 2, 1, 3, 2, 1
@@ -46,33 +49,47 @@ def engine_for(model: str, opt: str, seed: int = 3, dtype: torch.dtype = torch.f
     return make_engine(data, seed=seed, **cfg)
 
 
+def vmapped(engine: Engine, params: dict, opt: dict, clients: list[int], rnd: int,
+            steps: list[int] | None = None, anchor: dict | None = None, coef: float = 0.0,
+            offset: dict | None = None, chunk: int | None = None) -> tuple[dict, dict, np.ndarray]:
+    """The vectorised path with a proximal term and/or an offset (shared or stacked)."""
+    terms = []
+    if anchor is not None:
+        per_client = anchor[next(iter(anchor))].dim() == params[next(iter(params))].dim()
+        terms.append(Proximal(anchor, coef, per_client=per_client))
+    if offset is not None:
+        terms.append(Offset(offset, per_client=True))
+    return LT.train(engine, params, opt, clients, rnd, steps=steps, terms=terms, path=LT.VMAP,
+                    chunk=chunk)
+
+
 def loop(engine: Engine, params: dict, opt: dict, clients: list[int], rnd: int,
          steps: list[int] | None = None, anchor: dict | None = None,
          coef: float = 0.0) -> tuple[dict, dict, np.ndarray]:
-    """``Engine.local_train`` client by client on stacked copies (the reference)."""
+    """``Engine.train_client`` client by client on stacked copies (the reference)."""
     params, opt = clone(params), clone(opt)
     losses = np.zeros(len(clients))
     for i, k in enumerate(clients):
-        hook = None if anchor is None else proximal_hook(anchor, coef)
-        p, o, losses[i] = engine.local_train(engine.take(params, i), engine.take(opt, i), k,
-                                             rnd, steps=None if steps is None else steps[i],
-                                             grad_hook=hook)
-        engine.put(params, i, p)
-        engine.put(opt, i, o)
+        terms = [] if anchor is None else [Proximal(anchor, coef)]
+        p, o, losses[i] = engine.train_client(take(params, i), take(opt, i), k,
+                                              rnd, steps=None if steps is None else steps[i],
+                                              terms=terms)
+        put(params, i, p)
+        put(opt, i, o)
     return params, opt, losses
 
 
 def assert_same(batched: tuple, looped: tuple, rtol: float = RTOL, atol: float = ATOL) -> None:
     assert_params_close(batched[0], looped[0], atol=atol, rtol=rtol)
     assert_params_close(batched[1], looped[1], atol=atol, rtol=rtol)
-    np.testing.assert_allclose(batched[2].cpu().numpy(), looped[2], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(np.asarray(batched[2]), looped[2], rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("opt", sorted(OPTIMISERS))
 @pytest.mark.parametrize("prox", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_batched_equals_loop_over_two_rounds(model: str, opt: str, prox: bool,
+def test_vmap_equals_loop_over_two_rounds(model: str, opt: str, prox: bool,
                                              dtype: torch.dtype) -> None:
     """float32 within rounding; float64 to 1e-10 (the same arithmetic, reordered sums).
 
@@ -97,7 +114,7 @@ def test_batched_equals_loop_over_two_rounds(model: str, opt: str, prox: bool,
     l_params, l_opt = clone(start["params"]), clone(start["opt"])
     moved = 0.0
     for rnd in (1, 2):
-        b_params, b_opt, b_loss = local_train_batched(e, b_params, b_opt, clients, rnd,
+        b_params, b_opt, b_loss = vmapped(e, b_params, b_opt, clients, rnd,
                                                       anchor=anchor, coef=coef)
         l_params, l_opt, l_loss = loop(e, l_params, l_opt, clients, rnd, anchor=anchor,
                                        coef=coef)
@@ -116,8 +133,8 @@ def test_proximal_term_matters(opt: str) -> None:
     clients = list(range(e.num_clients))
     start = e.client_init()
     anchor = e.init_params()
-    plain = local_train_batched(e, start["params"], start["opt"], clients, 1)
-    prox = local_train_batched(e, start["params"], start["opt"], clients, 1, anchor=anchor,
+    plain = vmapped(e, start["params"], start["opt"], clients, 1)
+    prox = vmapped(e, start["params"], start["opt"], clients, 1, anchor=anchor,
                                coef=0.5)
     assert max(float((plain[0][k] - prox[0][k]).abs().max()) for k in plain[0]) > 1e-3
 
@@ -127,17 +144,17 @@ def test_shared_anchor_equals_stacked_anchor() -> None:
     clients = list(range(e.num_clients))
     start = e.client_init()
     anchor = e.init_params()
-    shared = local_train_batched(e, start["params"], start["opt"], clients, 1, anchor=anchor,
+    shared = vmapped(e, start["params"], start["opt"], clients, 1, anchor=anchor,
                                  coef=0.3)
-    stacked = local_train_batched(e, start["params"], start["opt"], clients, 1,
-                                  anchor=e.stack(anchor, len(clients)), coef=0.3)
+    stacked = vmapped(e, start["params"], start["opt"], clients, 1,
+                                  anchor=stack(anchor, len(clients)), coef=0.3)
     for a, b in zip(shared[:2], stacked[:2], strict=True):
         for k in a:
             assert torch.equal(a[k], b[k])
 
 
 @pytest.mark.parametrize("opt", ["sgd", "adam"])
-def test_offset_equals_scaffold_style_hook(opt: str) -> None:
+def test_offset_equals_per_client_offset_in_the_loop(opt: str) -> None:
     """A per-client constant added to every gradient (SCAFFOLD's ``c - c_i``)."""
     e = engine_for("cnn", opt)
     clients = [3, 0, 4]
@@ -146,20 +163,15 @@ def test_offset_equals_scaffold_style_hook(opt: str) -> None:
     opt_state = {k: v[clients] for k, v in start["opt"].items()}
     gen = torch.Generator().manual_seed(5)
     offset = {k: 0.05 * torch.randn(v.shape, generator=gen) for k, v in params.items()}
-    batched = local_train_batched(e, params, opt_state, clients, 2, offset=offset)
+    batched = vmapped(e, params, opt_state, clients, 2, offset=offset)
     looped = (clone(params), clone(opt_state), np.zeros(len(clients)))
     for i, k in enumerate(clients):
-        shift = e.take(offset, i)
-
-        def hook(p: dict, g: dict, shift: dict = shift) -> dict:
-            return {n: g[n] + shift[n] for n in g}
-
-        p, o, looped[2][i] = e.local_train(e.take(params, i), e.take(opt_state, i), k, 2,
-                                           grad_hook=hook)
-        e.put(looped[0], i, p)
-        e.put(looped[1], i, o)
+        p, o, looped[2][i] = e.train_client(take(params, i), take(opt_state, i), k, 2,
+                                            terms=[Offset(take(offset, i))])
+        put(looped[0], i, p)
+        put(looped[1], i, o)
     assert_same(batched, looped)
-    plain = local_train_batched(e, params, opt_state, clients, 2)
+    plain = vmapped(e, params, opt_state, clients, 2)
     assert max(float((plain[0][k] - batched[0][k]).abs().max()) for k in plain[0]) > 1e-3
 
 
@@ -167,23 +179,24 @@ def test_offset_equals_scaffold_style_hook(opt: str) -> None:
 def test_short_last_batch_and_explicit_steps(opt: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of uneven length (a short last batch): the padded loss is the real mean."""
     e = engine_for("cnn", opt)
-    original = e.batches
+    original = e.minibatches
 
-    def uneven(client: int, rnd: int, purpose: str, steps: int) -> list[torch.Tensor]:
-        out = original(client, rnd, purpose, steps)
+    def uneven(client: int, rnd: int, purpose: str, steps: int,
+               pool: torch.Tensor | None = None) -> list[torch.Tensor]:
+        out = original(client, rnd, purpose, steps, pool)
         if out and len(out[-1]) > 1:
             out[-1] = out[-1][: len(out[-1]) - 1 - client % 2]
         return out
 
-    monkeypatch.setattr(e, "batches", uneven)
+    monkeypatch.setattr(e, "minibatches", uneven)
     clients = [4, 2, 0, 3]
     steps = [1, 5, 3, 2]
-    lens = [len(b) for b in e.batches(2, 1, "local", 5)]
+    lens = [len(b) for b in e.minibatches(2, 1, "local", 5)]
     assert lens[-1] < lens[0]  # the pass really pads
     start = e.client_init()
     params = {k: v[clients] for k, v in start["params"].items()}
     opt_state = {k: v[clients] for k, v in start["opt"].items()}
-    batched = local_train_batched(e, params, opt_state, clients, 1, steps=steps)
+    batched = vmapped(e, params, opt_state, clients, 1, steps=steps)
     looped = loop(e, params, opt_state, clients, 1, steps=steps)
     assert_same(batched, looped)
 
@@ -194,12 +207,12 @@ def test_masked_steps_leave_params_and_state_untouched(opt: str) -> None:
     e = engine_for("mlp", opt)
     start = e.client_init()
     # give the state something to lose: one round of real training first
-    params, opt_state, _ = local_train_batched(e, start["params"], start["opt"],
+    params, opt_state, _ = vmapped(e, start["params"], start["opt"],
                                                list(range(e.num_clients)), 1)
     clients = [0, 1, 2]
     sub_p = {k: v[clients].clone() for k, v in params.items()}
     sub_o = {k: v[clients].clone() for k, v in opt_state.items()}
-    new_p, new_o, loss = local_train_batched(e, sub_p, sub_o, clients, 2, steps=[4, 0, 6])
+    new_p, new_o, loss = vmapped(e, sub_p, sub_o, clients, 2, steps=[4, 0, 6])
     for k in new_p:
         assert torch.equal(new_p[k][1], sub_p[k][1])
         assert not torch.equal(new_p[k][0], sub_p[k][0])
@@ -218,16 +231,16 @@ def test_inputs_not_modified_and_deterministic() -> None:
     start = e.client_init()
     before = clone(start)
     clients = list(range(e.num_clients))
-    first = local_train_batched(e, start["params"], start["opt"], clients, 3)
-    second = local_train_batched(e, start["params"], start["opt"], clients, 3)
+    first = vmapped(e, start["params"], start["opt"], clients, 3)
+    second = vmapped(e, start["params"], start["opt"], clients, 3)
     for a, b in zip(first[:2], second[:2], strict=True):
         for k in a:
             assert torch.equal(a[k], b[k])
-    assert torch.equal(first[2], second[2])
+    assert np.array_equal(first[2], second[2])
     for part in ("params", "opt"):
         for k in start[part]:
             assert torch.equal(start[part][k], before[part][k])
-    other_round = local_train_batched(e, start["params"], start["opt"], clients, 4)
+    other_round = vmapped(e, start["params"], start["opt"], clients, 4)
     assert not torch.equal(first[0]["features.0.weight"], other_round[0]["features.0.weight"])
 
 
@@ -235,19 +248,19 @@ def test_chunks_equal_one_pass() -> None:
     e = engine_for("cnn", "momentum")
     start = e.client_init()
     clients = list(range(e.num_clients))
-    whole = local_train_batched(e, start["params"], start["opt"], clients, 1)
-    chunked = local_train_batched(e, start["params"], start["opt"], clients, 1, chunk=2)
-    assert_same(chunked, (whole[0], whole[1], whole[2].numpy()))
+    whole = vmapped(e, start["params"], start["opt"], clients, 1)
+    chunked = vmapped(e, start["params"], start["opt"], clients, 1, chunk=2)
+    assert_same(chunked, whole)
 
 
-def test_padded_batches_layout() -> None:
+def test_padded_minibatches_layout() -> None:
     e = engine_for("mlp", "sgd")
     clients = [1, 2]
-    index, mask, count, active = padded_batches(e, clients, 1, "local", [2, 6])
+    index, mask, count, active = padded_minibatches(e, clients, 1, "local", [2, 6])
     assert index.shape == (2, 6, 4) and mask.shape == (2, 6, 4)
     assert active.tolist() == [[True, True] + [False] * 4, [True] * 6]
     for i, (k, n) in enumerate(zip(clients, [2, 6], strict=True)):
-        for s, idx in enumerate(e.batches(k, 1, "local", n)):
+        for s, idx in enumerate(e.minibatches(k, 1, "local", n)):
             assert torch.equal(index[i, s, : len(idx)], idx)
             assert float(mask[i, s].sum()) == len(idx) == float(count[i, s])
     assert float(mask[0, 2:].sum()) == 0.0  # client 1 (3 samples): batch 3, then padding
@@ -258,30 +271,30 @@ def test_argument_checks() -> None:
     e = engine_for("mlp", "sgd")
     start = e.client_init()
     with pytest.raises(ValueError, match="leading size"):
-        local_train_batched(e, start["params"], start["opt"], [0, 1], 1)
+        vmapped(e, start["params"], start["opt"], [0, 1], 1)
     with pytest.raises(ValueError, match="entries"):
-        local_train_batched(e, start["params"], start["opt"], list(range(5)), 1, steps=[1, 2])
+        vmapped(e, start["params"], start["opt"], list(range(5)), 1, steps=[1, 2])
 
 
 # ------------------------------------------------------------ wiring into the algorithms
-BATCHED = [("fedavg", {}, "adam", "global"), ("fedprox", {"mu": 0.5}, "adam", "global"),
+MULTI_CLIENT = [("fedavg", {}, "adam", "global"), ("fedprox", {"mu": 0.5}, "adam", "global"),
            ("local", {}, "adam", "params"), ("scaffold", {}, "sgd", "global"),
            ("fedamp", {}, "adam", "params"), ("heurfedamp", {}, "adam", "params"),
            ("clustered_fl", {"eps1": 10.0, "eps2": 0.0, "warmup_rounds": 0}, "adam",
             "models")]
 
 
-@pytest.mark.parametrize("name,params,opt,key", BATCHED)
+@pytest.mark.parametrize("name,params,opt,key", MULTI_CLIENT)
 def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, key):
-    """client_batching='vmap' gives the loop's rounds (to rounding); 'auto' on CPU loops."""
+    """client_training='vmap' gives the loop's rounds (to rounding); 'auto' on CPU loops."""
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
 
     cls = get_algorithm(name)
     states = {}
     for mode in ("loop", "vmap", "auto"):
-        e = make_engine(optimizer=opt, lr=0.05, client_batching=mode)
-        assert e.batch_clients == (mode == "vmap")
+        e = make_engine(optimizer=opt, lr=0.05, client_training=mode)
+        assert e.client_training == ("vmap" if mode == "vmap" else "loop")
         alg = cls(e, parse_hyper(cls, params))
         state = alg.init()
         losses = []
@@ -312,10 +325,32 @@ def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, 
     assert any(not torch.allclose(moved[n], start[n]) for n in start)
 
 
-def test_bad_client_batching_settings_are_rejected():
+def test_bad_client_training_settings_are_rejected():
     from pflrepro.training import TrainingConfig
 
-    with pytest.raises(ValueError, match="client_batching"):
-        TrainingConfig(rounds=1, client_batching="gpu")
+    with pytest.raises(ValueError, match="client_training"):
+        TrainingConfig(rounds=1, client_training="gpu")
     with pytest.raises(ValueError, match="client_chunk"):
         TrainingConfig(rounds=1, client_chunk=-1)
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_pools_replace_the_training_sets_on_both_paths(opt: str) -> None:
+    """A client trained on a pool (FedFomo: all but its validation part) sees only it."""
+    e = engine_for("mlp", opt)
+    clients = [0, 2, 3]
+    pools = [e.data.train[k][: max(1, len(e.data.train[k]) - 2)] for k in clients]
+    start = e.client_init()
+    params = {k: v[clients] for k, v in start["params"].items()}
+    opt_state = {k: v[clients] for k, v in start["opt"].items()}
+    looped = LT.train(e, params, opt_state, clients, 1, pools=pools, path=LT.LOOP)
+    vectorised = LT.train(e, params, opt_state, clients, 1, pools=pools, path=LT.VMAP)
+    assert_same(vectorised, looped)
+    for i, k in enumerate(clients):
+        steps = e.steps_per_round(k, samples=len(pools[i]))
+        batches = e.minibatches(k, 1, "local", steps, pools[i])
+        assert set(torch.cat(batches).tolist()) <= set(pools[i].tolist())
+        ref = e.train_client(take(params, i), take(opt_state, i), k, 1, pool=pools[i])
+        assert_params_close(take(looped[0], i), ref[0], atol=0, rtol=0)
+    whole = LT.train(e, params, opt_state, clients, 1, path=LT.LOOP)
+    assert not torch.equal(whole[0]["net.1.weight"], looped[0]["net.1.weight"])

@@ -1,12 +1,13 @@
-"""FederatedData.build applies the partition's per-row rotation and target columns."""
+"""pflrepro.data.federated: FederatedData.build normalises, remaps rows to clients and
+applies the partition's per-row rotation and target columns."""
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from pflrepro.data.store import ArrayDataset, DatasetMeta
-from pflrepro.engine import FederatedData
+from pflrepro.data.federated import FederatedData
+from pflrepro.data.store import ArrayDataset, DatasetMeta, load_dataset, write_dataset
 
 CPU = torch.device("cpu")
 # image r holds r*10 + [[1, 2], [3, 4]]; mean 0, std 1, max_value 1: values stay as they are
@@ -104,3 +105,76 @@ def test_conflicting_values_for_a_repeated_row():
     frame["rotation"] = np.array([90, 0, 0, 90])  # the same value twice is well-defined
     data = FederatedData.build(dataset(), frame, CPU)
     np.testing.assert_array_equal(image_of(data, 1, "test"), [[42, 44], [41, 43]])
+
+
+# ------------------------------------------------------------------ build
+
+# 8 images of shape (1, 1, 2), values 0 or 4 with max_value 4: on the [0, 1] scale
+# half the pixels are 0 and half are 1, so mean = 0.5 and std = 0.5, and the
+# normalised pixels are (x/4 - 0.5)/0.5 = -1 (for 0) or +1 (for 4).
+X8 = np.array([[0, 4], [4, 0], [0, 0], [4, 4], [0, 4], [4, 0], [4, 4], [0, 0]],
+              dtype=np.uint8).reshape(8, 1, 1, 2)
+Y8 = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+
+
+def _dataset(tmp_path):
+    write_dataset(tmp_path / "ds", X8, Y8, name="toy", num_classes=3, max_value=4,
+                  source="test")
+    return load_dataset(tmp_path / "ds")
+
+
+def test_build_normalises_and_remaps(tmp_path):
+    ds = _dataset(tmp_path)
+    assert ds.meta.mean == pytest.approx((0.5,)) and ds.meta.std == pytest.approx((0.5,))
+    # rows 0 and 3 are not used by the partition
+    part = pd.DataFrame({
+        "client": np.array([0, 0, 0, 1, 1, 1], dtype=np.int32),
+        "index": np.array([5, 1, 2, 7, 4, 6], dtype=np.int64),
+        "split": pd.array(["train", "train", "test", "train", "train", "test"], dtype="string"),
+        "group": np.array([1, 1, 1, 0, 0, 0], dtype=np.int32),
+    })
+    data = FederatedData.build(ds, part, CPU)
+    # resident rows: used = [1, 2, 4, 5, 6, 7] -> positions 0..5
+    assert data.x.shape == (6, 1, 1, 2) and data.x.dtype == torch.float32
+    assert data.y.dtype == torch.int64 and data.y.tolist() == Y8[[1, 2, 4, 5, 6, 7]].tolist()
+    assert data.num_clients == 2 and data.num_classes == 3
+    assert data.groups == (1, 0)
+    # client 0: train rows 5, 1 -> positions 3, 0 (sorted [0, 3]); test row 2 -> 1
+    assert data.train[0].tolist() == [0, 3] and data.test[0].tolist() == [1]
+    # client 1: train rows 7, 4 -> positions 5, 2; test row 6 -> 4
+    assert data.train[1].tolist() == [2, 5] and data.test[1].tolist() == [4]
+    for k, (tr, te) in enumerate([([1, 5], [2]), ([4, 7], [6])]):
+        expected = torch.from_numpy(X8[tr].astype(np.float32)) / 2 - 1  # 0 -> -1, 4 -> 1
+        assert torch.equal(data.x[data.train[k]], expected)
+        assert data.y[data.train[k]].tolist() == Y8[tr].tolist()
+        assert data.y[data.test[k]].tolist() == Y8[te].tolist()
+    # row 1 is [4, 0] -> [+1, -1]
+    assert data.x[0].flatten().tolist() == [1.0, -1.0]
+
+
+def test_build_general_formula(tmp_path):
+    # values 0..16 with max_value 16 (digits-like): (x/16 - mean)/std, mean/std of all rows
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 17, size=(10, 2, 2, 2)).astype(np.uint8)
+    write_dataset(tmp_path / "d", x, np.arange(10) % 2, name="t", num_classes=2,
+                  max_value=16, source="test")
+    ds = load_dataset(tmp_path / "d")
+    part = pd.DataFrame({"client": np.zeros(10, dtype=np.int32), "index": np.arange(10),
+                         "split": ["train"] * 8 + ["test"] * 2,
+                         "group": np.full(10, -1, dtype=np.int32)})
+    data = FederatedData.build(ds, part, CPU)
+    scaled = x.astype(np.float64) / 16
+    mean = scaled.mean(axis=(0, 2, 3)).reshape(1, 2, 1, 1)
+    std = scaled.std(axis=(0, 2, 3)).reshape(1, 2, 1, 1)
+    np.testing.assert_allclose(data.x.numpy(), (scaled - mean) / std, atol=1e-5)
+    assert data.groups == (-1,)
+
+
+def test_build_rejects_missing_client(tmp_path):
+    ds = _dataset(tmp_path)
+    part = pd.DataFrame({"client": np.array([0, 0, 2, 2], dtype=np.int32),
+                         "index": np.array([0, 1, 2, 3]),
+                         "split": ["train", "test", "train", "test"],
+                         "group": np.full(4, -1, dtype=np.int32)})
+    with pytest.raises(ValueError, match="no samples for client 1"):
+        FederatedData.build(ds, part, CPU)

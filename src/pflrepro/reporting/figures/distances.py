@@ -5,14 +5,12 @@ the models of one group are closer to each other than to the rest. Its runs log
 x_ij = ‖w_i − w_j‖²/P each round (``results.MODEL_DISTANCE``, also HeurFedAMP's);
 this figure shows, per method and partition, the mean of x_ij over ordered pairs
 i ≠ j of the same distribution and over pairs of different distributions (the
-``group`` rows of the run), averaged over runs, with the ratio other / same beside
-them in the table :func:`distance_curves` returns.
+``group`` rows of the run), averaged over runs (:func:`distance_curves`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from os import PathLike
 
 import matplotlib
 import numpy as np
@@ -21,15 +19,16 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from pflrepro.reporting.plots import (
+from pflrepro.reporting.figures.common import (
     METHOD_PALETTE,
     STYLE,
-    _grid,
-    _legend_columns,
-    _new_figure,
-    _run_groups,
-    _wrap,
-    save_figure,
+    LegendSpec,
+    PathLike,
+    finish,
+    grid,
+    new_figure,
+    run_groups,
+    wrap,
 )
 from pflrepro.reporting.tables import RUN_KEYS, display_labels, order_values
 from pflrepro.results import MODEL_DISTANCE
@@ -51,7 +50,7 @@ def distance_curves(agg: pd.DataFrame, metric: str = MODEL_DISTANCE) -> pd.DataF
         raise ValueError(f"distance_curves: no {metric!r} rows (only FedAMP and HeurFedAMP "
                          f"runs log them)")
     keys = list(RUN_KEYS)
-    groups = _run_groups(agg)
+    groups = run_groups(agg)
     with_client = rows.merge(groups, on=[*keys, "client"], how="left")
     peer_groups = groups.rename(columns={"client": "peer", "group": "peer_group"})
     pairs = with_client.merge(peer_groups, on=[*keys, "peer"], how="left")
@@ -65,7 +64,7 @@ def distance_curves(agg: pd.DataFrame, metric: str = MODEL_DISTANCE) -> pd.DataF
             .agg(mean="mean", runs="count").reset_index())
 
 
-def plot_distances(agg: pd.DataFrame, pdf: str | PathLike[str], png: str | PathLike[str], *,
+def plot_distances(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
                    methods_order: Sequence[str] | None = None,
                    labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One panel per (method, partition): mean x_ij against round, same vs other pairs.
@@ -87,8 +86,8 @@ def plot_distances(agg: pd.DataFrame, pdf: str | PathLike[str], png: str | PathL
               if ((curves["method"] == m) & (curves["partition"] == p)).any()]
     colours = dict(zip((SAME, OTHER), sns.color_palette(METHOD_PALETTE, 2), strict=True))
     with matplotlib.rc_context(STYLE):
-        rows, cols = _grid(len(panels))
-        fig = _new_figure(3.4 * cols, 2.6 * rows + 0.6)
+        rows, cols = grid(len(panels))
+        fig = new_figure(3.4 * cols, 2.6 * rows)
         axes = fig.subplots(rows, cols, sharey=True, squeeze=False)
         for k, (method, partition) in enumerate(panels):
             ax = axes[k // cols][k % cols]
@@ -98,17 +97,14 @@ def plot_distances(agg: pd.DataFrame, pdf: str | PathLike[str], png: str | PathL
                 if not line.empty:
                     ax.plot(line["round"], line["mean"], color=colour, lw=1.4)
             ax.set_yscale("log")
-            ax.set_title(_wrap(f"{method}: {shown[partition]}"))
+            ax.set_title(wrap(f"{method}: {shown[partition]}"))
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if k % cols == 0:
                 ax.set_ylabel("‖w_i − w_j‖² / P")
             ax.set_xlabel("round")
         for k in range(len(panels), rows * cols):
             axes[k // cols][k % cols].remove()
-        names = list(colours)
-        handles = [Line2D([], [], color=colours[n], lw=1.6) for n in names]
-        fig.legend(handles, names, loc="outside lower center",
-                   ncols=_legend_columns(names, 3.4 * cols, 2),
-                   title="client pairs: mean over pairs, then over runs")
-    save_figure(fig, pdf, png)
+    handles = [Line2D([], [], color=colour, lw=1.6) for colour in colours.values()]
+    finish(fig, pdf, png, [LegendSpec(handles, list(colours), "client pairs: mean over "
+                                      "pairs, then over runs", most_cols=2)])
     return curves

@@ -1,4 +1,4 @@
-"""Client threads on the CPU (``Engine.map_clients``): same bits as a plain loop."""
+"""pflrepro.threads: clients on CPU threads (``ClientThreads``): same bits as a plain loop."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from _fl_helpers import make_data, make_engine
 from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.engine import Engine, FederatedData
+from pflrepro.data.federated import FederatedData
+from pflrepro.engine import Engine
 from pflrepro.training import TrainingConfig
 
 # enough clients and samples for every method (FedFomo holds out validation data,
@@ -76,7 +77,7 @@ def test_map_clients_order_and_overlap() -> None:
         time.sleep(0.01 * (5 - k))  # later clients finish first
         return k, torch.get_num_threads()
 
-    out = list(e.map_clients(fn, [0, 1, 2, 3, 4]))
+    out = list(e.threads.map_clients(fn, [0, 1, 2, 3, 4]))
     assert [k for k, _ in out] == [0, 1, 2, 3, 4]
     assert {n for _, n in out} == {1}  # one torch thread per client thread
 
@@ -92,7 +93,7 @@ def test_map_clients_computes_at_most_two_per_worker_ahead() -> None:
         return k
 
     seen = []
-    for k in e.map_clients(fn, range(20)):
+    for k in e.threads.map_clients(fn, range(20)):
         time.sleep(0.005)  # a slow consumer
         with lock:
             assert len(started) <= k + 1 + 2 * 2
@@ -112,17 +113,17 @@ def test_map_clients_raises_the_first_error_and_stops() -> None:
         return k
 
     with pytest.raises(RuntimeError, match="client 3 failed"):
-        list(e.map_clients(fn, range(40)))
+        list(e.threads.map_clients(fn, range(40)))
     assert len(done) < 40  # what had not started was dropped
 
 
 def test_one_worker_is_a_plain_loop_and_threads_have_own_models() -> None:
     e = make_engine(workers=1)
-    assert list(e.map_clients(lambda k: threading.get_ident(), range(3))) == \
+    assert list(e.threads.map_clients(lambda k: threading.get_ident(), range(3))) == \
         [threading.get_ident()] * 3
-    assert e._pool is None
+    assert e.threads._pool is None
     e2 = make_engine(workers=2)
-    nets = list(e2.map_clients(lambda k: e2.net, range(4)))
+    nets = list(e2.threads.map_clients(lambda k: e2.net, range(4)))
     assert all(n is not e2.model for n in nets)
     assert e2.net is e2.model  # the engine's own thread keeps the original
 
