@@ -35,7 +35,7 @@ def cpu_scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/federico_table1_cpu.csv")
     methods = {"fedavg", "fedavg_plus", "local", "clustered_fl", "fedem", "fedfomo",
-               "federico", "federico_mean"}
+               "federico", "federico_mean", "ditto"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"federico_table1_cpu_fashion",
                                         "federico_table1_cpu_digits"}
@@ -72,7 +72,7 @@ def test_fashion_mnist_came_from_the_verified_local_mirror(cpu_scale: Path) -> N
 def test_fedamp_tables_at_cpu_scale(cpu_scale: Path, split: str) -> None:
     table = pd.read_csv(cpu_scale / f"results/tables/fedamp_table_{split}_cpu.csv")
     methods = {"local", "fedavg", "fedprox", "fedavg_ft", "fedprox_ft", "scaffold", "apfl",
-               "fedamp", "heurfedamp"}
+               "fedamp", "heurfedamp", "ditto"}
     assert set(table["method"]) == methods
     assert set(table["metric_name"]) == {"mean_bmta", "mean_final"}
     wide = table.pivot(index="method", columns="metric_name", values="mean")
