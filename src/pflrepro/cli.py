@@ -171,6 +171,15 @@ def _table(args: argparse.Namespace) -> None:
     write_table(table, args.md, args.tex, args.csv, caption=caption)
 
 
+def _communication(args: argparse.Namespace) -> None:
+    from pflrepro.reporting.communication import communication_table, write_communication
+
+    agg = _read_aggregates(args.aggregate)
+    table = communication_table(agg, methods_order=args.methods or None)
+    labels, _ = _labels(args.labels)
+    write_communication(table, args.md, args.csv, caption=args.caption, labels=labels)
+
+
 def _plot(args: argparse.Namespace) -> None:
     needed = ("data", "partition") if args.kind == "labels" else ("aggregate",)
     missing = [f"--{n}" for n in needed if getattr(args, n) is None]
@@ -311,6 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
     p.set_defaults(func=_table)
+
+    p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")
+    p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--methods", nargs="*", help="row order")
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
+    p.add_argument("--caption", default="Communication per method: scalars sent and "
+                   "received, and final accuracy.")
+    p.set_defaults(func=_communication)
 
     p = sub.add_parser("partition-stats", help="per-client sizes and label counts")
     p.add_argument("--data", required=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from pflrepro.algorithms.registry import algorithm_info, parse_hyper
+from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.codedigest import digest_files, import_closure, module_file
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
@@ -461,6 +461,12 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                     f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
                     f"{t.optimizer!r}, "
                     f"momentum {t.momentum}")
+            if t.client_fraction < 1.0 and not info.partial_participation:
+                able = sorted(n for n, i in INFOS.items() if i.partial_participation)
+                raise ConfigError(
+                    f"{where}.training.client_fraction: method {m!r} (algorithm "
+                    f"{info.name}) trains every client every round and does not support "
+                    f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
         clients = min((p.clients for p in exp.partitions), default=0)
         if exp.focus_client >= clients:
             raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "

@@ -26,6 +26,7 @@ from pflrepro import local_training as LT
 from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm, State
 from pflrepro.checkpoint import Checkpointer, Interrupted
+from pflrepro.communication import Traffic, size
 from pflrepro.data.federated import FederatedData
 from pflrepro.models import build_model
 from pflrepro.models.surgery import speed_up
@@ -69,6 +70,11 @@ class Engine:
         chunk = training.eval_batch_size
         self.eval_chunk = chunk if device.type != "cpu" else min(chunk, self.cpu_eval_chunk)
         self.optimizer = Optimizer(training.optimizer, training.lr, momentum=training.momentum)
+        #: What each client sends and receives this round; methods add to it, the round
+        #: loop logs and resets it (:mod:`pflrepro.communication`).
+        self.traffic = Traffic(data.num_clients)
+        #: Scalars in one model (what sending it costs).
+        self.model_size = size(dict(self.model.named_parameters()))
 
     @property
     def net(self) -> nn.Module:
@@ -105,6 +111,20 @@ class Engine:
         epochs = self.cfg.local_epochs if epochs is None else epochs
         n = self.n_train(client) if samples is None else samples
         return epochs * math.ceil(n / self.cfg.batch_size)
+
+    def participants(self, rnd: int) -> list[int]:
+        """The clients taking part in round ``rnd``, sorted.
+
+        All of them when ``training.client_fraction`` is 1; else m = max(1, round(C·K))
+        drawn uniformly without replacement from (seed, round, 'participants').
+        """
+        k_all = self.num_clients
+        fraction = self.cfg.client_fraction
+        if fraction >= 1.0:
+            return list(range(k_all))
+        m = max(1, round(fraction * k_all))
+        gen = torch_generator(self.seed, rnd, NO_CLIENT, "participants")
+        return sorted(torch.randperm(k_all, generator=gen)[:m].tolist())
 
     def minibatches(self, client: int, rnd: int, purpose: str, steps: int,
                     pool: torch.Tensor | None = None) -> list[torch.Tensor]:
@@ -280,7 +300,9 @@ class Engine:
                 out.add(0, k, R.N_TEST, len(self.data.test[k]))
                 out.add(0, k, R.GROUP, self.data.groups[k])
             algorithm.record(state, 0, out)
+            self.traffic.flush(0, out)  # what init exchanged (e.g. FedeRiCo's first table)
             self.evaluate(algorithm, state, 0, out)
+        self.traffic = Traffic(self.num_clients)  # a resumed run starts counting afresh
         rounds: Sequence[int] = range(first, self.cfg.rounds + 1)
         if progress:
             from tqdm import tqdm
@@ -293,6 +315,7 @@ class Engine:
                 if not np.isnan(value):  # NaN: the client did not train this round
                     out.add(rnd, k, R.TRAIN_LOSS, value)
             algorithm.record(state, rnd, out)
+            self.traffic.flush(rnd, out)
             finite = not np.isinf(losses).any()
             if not finite or rnd % self.cfg.eval_every == 0 or rnd == self.cfg.rounds:
                 finite = self.evaluate(algorithm, state, rnd, out) and finite

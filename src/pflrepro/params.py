@@ -10,7 +10,7 @@ import torch
 
 from pflrepro.optim import Params
 
-__all__ = ["RunningMean", "put", "stack", "take", "weighted_mean"]
+__all__ = ["RunningMean", "put", "put_rows", "rows", "stack", "take", "weighted_mean"]
 
 
 def stack(params: Params, copies: int) -> Params:
@@ -27,6 +27,17 @@ def put(stacked: Params, k: int, values: Params) -> None:
     """Write ``values`` into entry ``k`` of a stacked dict, in place."""
     for name, v in values.items():
         stacked[name][k].copy_(v)
+
+
+def rows(stacked: Params, index: list[int]) -> Params:
+    """Entries ``index`` of a stacked dict, stacked in that order (a copy)."""
+    return {name: v[index] for name, v in stacked.items()}
+
+
+def put_rows(stacked: Params, index: list[int], values: Params) -> None:
+    """Write stacked ``values`` (one row per entry of ``index``) into ``stacked``, in place."""
+    for name, v in values.items():
+        stacked[name][index] = v.to(stacked[name].device)
 
 
 class RunningMean:

@@ -59,6 +59,9 @@ WEIGHT = "weight"
 MODEL_DISTANCE = "model_distance"
 #: One row (client -1) in a run that diverged: the round its losses became non-finite.
 DIVERGED = "diverged"
+#: Scalars a client sent (up) and received (down) in a round (:mod:`pflrepro.communication`).
+COMM_UP = "comm_up"
+COMM_DOWN = "comm_down"
 
 
 @dataclass

@@ -27,6 +27,10 @@ TRAINING_DOCS: dict[str, str] = {
                        "'loop' or 'vmap'. The two agree to float32 rounding, not bit for bit; "
                        "the path that ran is the run column 'client_training'.",
     "client_chunk": "Clients per vmapped pass (0 = all); bounds GPU memory.",
+    "client_fraction": "C: fraction of the clients that take part in each round (0 < C <= 1); "
+                       "m = max(1, round(C * K)) clients drawn uniformly without "
+                       "replacement, seeded by (seed, round). Only methods that support "
+                       "partial participation accept C < 1 (the config check says which).",
 }
 
 
@@ -48,6 +52,7 @@ class TrainingConfig:
     device: str = "auto"
     client_training: str = "auto"
     client_chunk: int = 0
+    client_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         positive = ("rounds", "batch_size", "eval_every", "eval_batch_size")
@@ -66,6 +71,9 @@ class TrainingConfig:
                              f"{self.client_training!r}")
         if self.client_chunk < 0:
             raise ValueError(f"training.client_chunk must be >= 0, got {self.client_chunk}")
+        if not 0.0 < self.client_fraction <= 1.0:
+            raise ValueError(f"training.client_fraction must lie in (0, 1], got "
+                             f"{self.client_fraction}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainingConfig:

@@ -64,6 +64,8 @@ BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
 METHOD_AGGREGATE = "results/aggregate/{experiment}/{method}.parquet"
 AGGREGATE = "results/aggregate/{experiment}.parquet"
 TABLE = "results/tables/{experiment}.{ext}"
+#: An experiment's communication table (``pflrepro.reporting.communication``).
+COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
 #: A combined table of the config's ``tables`` (the ``table`` wildcard).
 COMBINED_TABLE = pattern(TABLE, experiment="{table}")
 FIGURE = "figures/{experiment}-{kind}.{ext}"
@@ -153,6 +155,7 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
 def experiment_targets(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Table files and figures of one experiment."""
     out = [TABLE.format(experiment=experiment, ext=ext) for ext in ("md", "tex", "csv")]
+    out += [COMMUNICATION_TABLE.format(experiment=experiment, ext=ext) for ext in ("md", "csv")]
     return out + figure_paths(cfg, experiment)
 
 

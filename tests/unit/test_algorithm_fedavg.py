@@ -1,8 +1,9 @@
 """FedAvg: clients train from the global model; the server averages by train size."""
 
+import numpy as np
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, make_engine, manual_sgd
+from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_sgd
 
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
@@ -73,3 +74,30 @@ def test_parse_hyper():
     assert isinstance(parse_hyper(FedAvg, {}), NoHyper)
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         parse_hyper(FedAvg, {"finetune_epochs": 1})
+
+
+def test_partial_participation_averages_the_participants_only():
+    from _fl_helpers import make_data
+
+    data = make_data(n_train=(4, 2, 3, 5), n_test=(1, 1, 1, 1))
+    e = make_engine(data, client_fraction=0.5, lr=0.2)
+    alg = FedAvg(e, parse_hyper(FedAvg, {}))
+    state = alg.init()
+    start, opt0 = clone(state["global"]), clone(state["opt"])
+    chosen = e.participants(1)
+    assert len(chosen) == 2
+    state, losses = alg.round(state, 1)
+    models = [manual_sgd(start, e, k, 1, "local", e.steps_per_round(k), lr=0.2)[0]
+              for k in chosen]
+    sizes = [e.n_train(k) for k in chosen]
+    expected = {n: sum(s * m[n] for s, m in zip(sizes, models, strict=True)) / sum(sizes)
+                for n in (W, B)}
+    assert_params_close(state["global"], expected)
+    others = [k for k in range(4) if k not in chosen]
+    assert np.isnan(losses[others]).all() and not np.isnan(losses[chosen]).any()
+    for k in others:  # their optimiser state did not move
+        assert float(state["opt"]["step"][k]) == float(opt0["step"][k]) == 0.0
+    assert all(float(state["opt"]["step"][k]) > 0 for k in chosen)
+    # only the participants exchanged models (the engine's loop logs and resets this)
+    assert e.traffic.up[chosen].tolist() == [e.model_size] * 2
+    assert e.traffic.up[others].tolist() == [0.0, 0.0]

@@ -151,3 +151,28 @@ def test_parse_hyper():
     for bad in ({"lr": 1.0}, {"server_lr": "1"}, {"server_lr": True}, {"server_lr": -1.0}):
         with pytest.raises(ValueError):
             parse_hyper(Scaffold, bad)
+
+
+def test_partial_participation_updates_controls_of_the_sampled_only():
+    # c ← c + (1/N) Σ_{i∈S} (c_i⁺ − c_i); x ← x + mean_{i∈S}(y_i − x); others untouched
+    from _fl_helpers import make_data
+
+    lr = 0.1
+    e = make_engine(make_data(n_train=(4, 2, 3, 5), n_test=(1, 1, 1, 1)), optimizer="sgd",
+                    lr=lr, client_fraction=0.5)
+    alg = Scaffold(e, parse_hyper(Scaffold, {}))
+    state = alg.init()
+    x0 = clone(state["global"])
+    zero = {n: torch.zeros_like(v) for n, v in x0.items()}
+    chosen = e.participants(1)
+    state, losses = alg.round(state, 1)
+    ys, cs = [], []
+    for k in chosen:
+        y, c_new = _manual(x0, zero, zero, e, k, 1, lr)
+        ys.append(y)
+        cs.append(c_new)
+        assert_params_close(take(state["client_control"], k), c_new)
+    for k in set(range(4)) - set(chosen):
+        assert_params_close(take(state["client_control"], k), zero, atol=0, rtol=0)
+    assert_params_close(state["global"], _mean(ys))
+    assert_params_close(state["control"], {n: sum(c[n] for c in cs) / 4 for n in x0})

@@ -429,3 +429,19 @@ def test_a_sane_run_has_no_divergence_row():
     e = make_engine(optimizer="sgd", lr=0.1, rounds=3)
     log = e.run(FedAvg(e, parse_hyper(FedAvg, {})))
     assert R.DIVERGED not in log.metrics and max(log.rounds) == 3
+
+
+# ---------------------------------------------------------------------- participation
+
+
+def test_participants_all_by_default_else_a_seeded_sample():
+    data = make_data(n_train=(4,) * 10, n_test=(1,) * 10)
+    assert make_engine(data).participants(3) == list(range(10))
+    e = make_engine(data, client_fraction=0.25, seed=1)
+    picks = [e.participants(r) for r in range(1, 30)]
+    assert all(len(p) == 2 and p == sorted(set(p)) for p in picks)  # round(2.5) = 2
+    assert len({tuple(p) for p in picks}) > 5  # varies with the round
+    assert make_engine(data, client_fraction=0.25, seed=1).participants(7) == picks[6]
+    assert make_engine(data, client_fraction=0.25, seed=2).participants(7) != picks[6] or \
+        make_engine(data, client_fraction=0.25, seed=2).participants(8) != picks[7]
+    assert make_engine(data, client_fraction=0.01).participants(1).__len__() == 1

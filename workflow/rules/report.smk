@@ -21,6 +21,24 @@ rule table:
         " > {log} 2>&1"
 
 
+rule communication_table:
+    input:
+        W.AGGREGATE,
+    output:
+        md=W.pattern(W.COMMUNICATION_TABLE, ext="md"),
+        csv=W.pattern(W.COMMUNICATION_TABLE, ext="csv"),
+    params:
+        methods=methods_order,
+        labels=experiment_labels,
+    log:
+        "logs/communication/{experiment}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro communication --aggregate {input} --md {output.md} --csv {output.csv}"
+        " --methods {params.methods} --labels {params.labels:q} > {log} 2>&1"
+
+
 rule table_combined:
     input:
         table_aggregates,

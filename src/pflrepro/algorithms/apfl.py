@@ -116,6 +116,8 @@ class APFL(Algorithm):
 
         e.threads.run_clients(client, range(e.num_clients))
         state["global"] = weighted_mean(local, e.train_sizes())
+        # the global w goes down and up; the personal v_i and α_i stay on the client
+        e.traffic.exchange(range(e.num_clients), up=e.model_size, down=e.model_size)
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

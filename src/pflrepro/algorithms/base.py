@@ -76,6 +76,9 @@ class Algorithm(ABC):
     #: Presumes plain SGD (``training.optimizer: sgd``, ``momentum: 0``); the config
     #: check rejects any other optimiser before a job starts.
     requires_plain_sgd: ClassVar[bool] = False
+    #: Trains only ``engine.participants(rnd)`` each round, so it accepts
+    #: ``training.client_fraction`` < 1; the config check rejects it for the others.
+    partial_participation: ClassVar[bool] = False
 
     def __init__(self, engine: Engine, hyper: Any) -> None:
         self.engine = engine

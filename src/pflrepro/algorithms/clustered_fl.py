@@ -137,6 +137,8 @@ class ClusteredFL(Algorithm):
                 new_models[n][c] += mean[n]
         state["models"] = new_models
         state["cluster"] = cluster
+        # down: the cluster's model; up: the client's update
+        e.traffic.exchange(range(k_all), up=e.model_size, down=e.model_size)
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -38,7 +38,7 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.params import stack, take, weighted_mean
+from pflrepro.params import put_rows, rows, stack, take, weighted_mean
 from pflrepro.terms import GradTerm, Proximal
 
 
@@ -62,6 +62,7 @@ class Ditto(Algorithm):
     summary = ("Ditto (Li et al. 2021): FedAvg global model plus personal models trained "
                "on F_k(v) + λ/2‖v − w‖².")
     Hyper = DittoHyper
+    partial_participation = True
 
     def init(self) -> State:
         """Global model w^0; every personal model a copy of it; two optimiser states each."""
@@ -77,16 +78,27 @@ class Ditto(Algorithm):
         return (Proximal(state["global"], float(self.hp.lam)),)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Global update as FedAvg's; personal update towards the round's w^t."""
+        """Global update as FedAvg's; personal update towards the round's w^t.
+
+        Only the round's participants train (all by default); the others keep their
+        personal models and optimiser states.
+        """
         e = self.engine
-        clients = range(e.num_clients)
-        local, state["opt"], _ = e.train(stack(state["global"], e.num_clients),
-                                         state["opt"], clients, rnd)
+        chosen = e.participants(rnd)
+        local, opt, _ = e.train(stack(state["global"], len(chosen)),
+                                rows(state["opt"], chosen), chosen, rnd)
+        put_rows(state["opt"], chosen, opt)
         steps = self.hp.personal_steps or None
-        state["personal"], state["personal_opt"], losses = e.train(
-            state["personal"], state["personal_opt"], clients, rnd, purpose="personal",
-            steps=steps, terms=self.terms(state))
-        state["global"] = weighted_mean(local, e.train_sizes())
+        personal, personal_opt, trained = e.train(
+            rows(state["personal"], chosen), rows(state["personal_opt"], chosen), chosen,
+            rnd, purpose="personal", steps=steps, terms=self.terms(state))
+        put_rows(state["personal"], chosen, personal)
+        put_rows(state["personal_opt"], chosen, personal_opt)
+        state["global"] = weighted_mean(local, e.train_sizes()[chosen])
+        # the global model goes down and up; the personal models stay on the clients
+        e.traffic.exchange(chosen, up=e.model_size, down=e.model_size)
+        losses = np.full(e.num_clients, np.nan)
+        losses[chosen] = trained
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -190,6 +190,8 @@ class FedAMP(Algorithm):
         state["params"], state["opt"], losses = e.train(cloud, state["opt"],
                                                         range(e.num_clients), rnd,
                                                         terms=self.terms(cloud))
+        # each client uploads w_i and downloads its own cloud model u_i
+        e.traffic.exchange(range(e.num_clients), up=e.model_size, down=e.model_size)
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

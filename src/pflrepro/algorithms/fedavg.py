@@ -14,16 +14,19 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.params import stack, weighted_mean
+from pflrepro.params import put_rows, rows, stack, weighted_mean
 from pflrepro.terms import GradTerm
 
 
 class FedAvgBase(Algorithm):
     """FedAvg's round and state, shared by its variants.
 
-    Subclasses change how a client predicts, or add gradient terms to its local steps
-    (:meth:`terms`, FedProx).
+    With partial participation the round's participants train and the others keep
+    their optimiser state. Subclasses change how a client predicts, or add gradient
+    terms to its local steps (:meth:`terms`, FedProx).
     """
+
+    partial_participation = True
 
     def terms(self, state: State) -> tuple[GradTerm, ...]:
         """Gradient terms of every client's local steps this round (none for FedAvg)."""
@@ -36,12 +39,21 @@ class FedAvgBase(Algorithm):
         return {"global": start, "opt": stack(e.init_opt(start), e.num_clients)}
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Clients train from the global model; the server averages by train size."""
+        """The round's participants train from the global model; the server averages.
+
+        Their models are averaged by train size; a NaN loss: the client did not take part.
+        """
         e = self.engine
-        local, state["opt"], losses = e.train(stack(state["global"], e.num_clients),
-                                              state["opt"], range(e.num_clients), rnd,
-                                              terms=self.terms(state))
-        state["global"] = weighted_mean(local, e.train_sizes())
+        chosen = e.participants(rnd)
+        local, opt, trained = e.train(stack(state["global"], len(chosen)),
+                                      rows(state["opt"], chosen), chosen, rnd,
+                                      terms=self.terms(state))
+        put_rows(state["opt"], chosen, opt)
+        state["global"] = weighted_mean(local, e.train_sizes()[chosen])
+        # each participant downloads the global model and uploads its trained one
+        e.traffic.exchange(chosen, up=e.model_size, down=e.model_size)
+        losses = np.full(e.num_clients, np.nan)
+        losses[chosen] = trained
         return state, losses
 
 

@@ -132,6 +132,9 @@ class FedEM(Algorithm):
         sizes = e.train_sizes()
         avg = [weighted_mean(take(local, m), sizes) for m in range(m_all)]
         state["components"] = {n: torch.stack([a[n] for a in avg]) for n in comps}
+        # every client downloads the M components and uploads its M updated ones
+        e.traffic.exchange(range(e.num_clients), up=m_all * e.model_size,
+                           down=m_all * e.model_size)
         return state, losses
 
     # ------------------------------------------------------------------ predict

@@ -94,6 +94,7 @@ class FedeRiCo(Algorithm):
         reach = ([list(range(k_all))] * k_all if self.hp.neighbors > 0
                  else [[i] for i in range(k_all)])
         losses = self._losses(state, reach)
+        self.count_traffic(reach, gradients=False)  # the first table: every model to all
         losses = torch.where(torch.isnan(losses), torch.full_like(losses, float("inf")), losses)
         state["last"] = losses
         state["table"] = losses.clone()
@@ -186,7 +187,30 @@ class FedeRiCo(Algorithm):
             losses[k] = total / steps
 
         e.threads.run_clients(client, range(k_all))
+        self.count_traffic(nbrs)
         return state, losses
+
+    def count_traffic(self, reach: list[list[int]], gradients: bool = True) -> None:
+        """Peer traffic of a round in which client i received the models of ``reach[i]``.
+
+        Each model j → i is P scalars up for j and down for i; with ``gradients``
+        (the M-step) i sends back w_ij and its weighted gradient on φ_j (P + 1), once
+        per M-step of φ_j (one with ``mstep: step``, the owner's local steps with
+        ``epoch``). The mixture a client predicts with (every φ_j with w_ij > 0) is
+        not counted: the papers count training traffic.
+        """
+        e = self.engine
+        p = e.model_size
+        for i, peers in enumerate(reach):
+            for j in peers:
+                if j == i:
+                    continue
+                e.traffic.send_up(j, p)
+                e.traffic.send_down(i, p)
+                if gradients:
+                    steps = 1 if self.hp.mstep == "step" else e.steps_per_round(j)
+                    e.traffic.send_up(i, steps * (p + 1))
+                    e.traffic.send_down(j, steps * (p + 1))
 
     # ------------------------------------------------------------------ predict
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -290,6 +290,10 @@ class FedFomo(Algorithm):
         state["params"], state["opt"], losses = e.train(mixed_all, state["opt"],
                                                         range(k_all), rnd, pools=self.fit)
         state["weights"] = weights
+        # up: the client's trained model to the server; down: the models it received
+        e.traffic.send_up(range(k_all), e.model_size)
+        for i in range(k_all):
+            e.traffic.send_down(i, len(received[i]) * e.model_size)
         return state, losses
 
     # ------------------------------------------------------------------ predict

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.params import take
+from pflrepro.params import put_rows, rows, take
 
 
 @register_algorithm
@@ -20,16 +20,22 @@ class Local(Algorithm):
 
     name = "local"
     summary = "Local training only, no collaboration (FedeRiCo 'Local', FedAMP 'Separate')."
+    partial_participation = True
 
     def init(self) -> State:
         """Each client initialises its own model and optimiser."""
         return self.engine.client_init()
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Each client trains on its own data."""
+        """Each of the round's participants trains on its own data (all by default)."""
         e = self.engine
-        state["params"], state["opt"], losses = e.train(state["params"], state["opt"],
-                                                        range(e.num_clients), rnd)
+        chosen = e.participants(rnd)
+        params, opt, trained = e.train(rows(state["params"], chosen),
+                                       rows(state["opt"], chosen), chosen, rnd)
+        put_rows(state["params"], chosen, params)
+        put_rows(state["opt"], chosen, opt)
+        losses = np.full(e.num_clients, np.nan)
+        losses[chosen] = trained
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

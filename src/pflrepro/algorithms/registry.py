@@ -62,6 +62,8 @@ class AlgorithmInfo:
     requires_plain_sgd: bool = False
     #: Metric names its ``record`` logs besides the engine's (e.g. ``weight``).
     records: tuple[str, ...] = ()
+    #: Accepts ``training.client_fraction`` < 1 (trains the round's participants only).
+    partial_participation: bool = False
 
 
 class _Registry(Mapping[str, AlgorithmInfo]):
@@ -80,7 +82,8 @@ class _Registry(Mapping[str, AlgorithmInfo]):
                     importlib.import_module(f"{package.__name__}.{module}")
             self._infos = {
                 name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
-                                    cls.requires_plain_sgd, tuple(cls.records))
+                                    cls.requires_plain_sgd, tuple(cls.records),
+                                    cls.partial_participation)
                 for name, cls in sorted(base.registered().items())}
         return self._infos
 

@@ -32,7 +32,7 @@ import torch
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
-from pflrepro.params import put, stack, take, weighted_mean
+from pflrepro.params import put, rows, stack, take, weighted_mean
 from pflrepro.terms import Offset
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
@@ -55,6 +55,7 @@ class Scaffold(Algorithm):
     summary = "SCAFFOLD (Karimireddy et al. 2020): control variates against client drift."
     Hyper = ScaffoldHyper
     requires_plain_sgd = True
+    partial_participation = True
 
     def __init__(self, engine: Engine, hyper: ScaffoldHyper) -> None:
         super().__init__(engine, hyper)
@@ -76,37 +77,46 @@ class Scaffold(Algorithm):
                 "client_control": stack(zeros, e.num_clients)}
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Corrected local SGD per client, option II controls, uniform server step."""
+        """Corrected local SGD per participant, option II controls, uniform server step."""
         e = self.engine
         x, c = state["global"], state["control"]
-        c_all = state["client_control"]
+        chosen = e.participants(rnd)
+        c_chosen = rows(state["client_control"], chosen)
         # y_i, client i's local model: from x, fresh SGD, gradients + c − c_i
-        y, _, losses = e.train(stack(x, e.num_clients), stack(e.init_opt(x), e.num_clients),
-                               range(e.num_clients), rnd,
-                               terms=[Offset({k: c[k] - c_all[k] for k in x}, per_client=True)])
-        return self._server(state, y), losses
+        y, _, trained = e.train(stack(x, len(chosen)), stack(e.init_opt(x), len(chosen)),
+                                chosen, rnd,
+                                terms=[Offset({k: c[k] - c_chosen[k] for k in x},
+                                              per_client=True)])
+        # down: x and c; up: y_i − x and c_i⁺ − c_i (Algorithm 1)
+        e.traffic.exchange(chosen, up=2 * e.model_size, down=2 * e.model_size)
+        losses = np.full(e.num_clients, np.nan)
+        losses[chosen] = trained
+        return self._server(state, y, chosen), losses
 
-    def _server(self, state: State, y: Params) -> State:
-        """Option II controls c_i⁺ from the local models ``y`` (stacked), then the server step.
+    def _server(self, state: State, y: Params, chosen: list[int]) -> State:
+        """Option II controls c_i⁺ from the participants' models ``y``, then the server step.
 
-        c_i⁺ = c_i − c + (x − y_i) / (K_i η_l); x ← x + η_g · mean_i(y_i − x) and
-        c ← c + mean_i(c_i⁺ − c_i), uniform over clients.
+        ``y`` is stacked in the order of ``chosen`` (the set S). c_i⁺ = c_i − c +
+        (x − y_i) / (K_i η_l); x ← x + η_g · mean_{i∈S}(y_i − x) and
+        c ← c + (|S|/N) · mean_{i∈S}(c_i⁺ − c_i) = c + (1/N) Σ_{i∈S} (c_i⁺ − c_i),
+        uniform over clients.
         """
         e = self.engine
         x, c = state["global"], state["control"]
         lr = e.optimizer.lr
-        delta_c = stack({k: torch.zeros_like(v) for k, v in x.items()}, e.num_clients)
-        for i in range(e.num_clients):
+        delta_c = stack({k: torch.zeros_like(v) for k, v in x.items()}, len(chosen))
+        for row, i in enumerate(chosen):
             c_i = take(state["client_control"], i)
-            c_new = {k: c_i[k] - c[k] + (x[k] - y[k][i]) / (e.steps_per_round(i) * lr)
+            c_new = {k: c_i[k] - c[k] + (x[k] - y[k][row]) / (e.steps_per_round(i) * lr)
                      for k in x}
-            put(delta_c, i, {k: c_new[k] - c_i[k] for k in x})
+            put(delta_c, row, {k: c_new[k] - c_i[k] for k in x})
             put(state["client_control"], i, c_new)
-        uniform = torch.ones(e.num_clients, device=e.device)
+        uniform = torch.ones(len(chosen), device=e.device)
         mean_dy = weighted_mean({k: y[k] - x[k] for k in x}, uniform)
         mean_dc = weighted_mean(delta_c, uniform)
+        share = len(chosen) / e.num_clients
         state["global"] = {k: x[k] + self.hp.server_lr * mean_dy[k] for k in x}
-        state["control"] = {k: c[k] + mean_dc[k] for k in c}
+        state["control"] = {k: c[k] + share * mean_dc[k] for k in c}
         return state
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
