@@ -115,8 +115,11 @@ def _train(args: argparse.Namespace) -> None:
     if args.checkpoint:
         fingerprint = hashlib.sha256(args.spec.encode()).hexdigest()
         checkpoint = Checkpointer(Path(args.checkpoint), fingerprint, args.checkpoint_every)
+    public = (args.public, args.public_data) if args.public else None
+    if args.public and not args.public_data:
+        raise ValueError("--public needs --public-data (the public set's data set)")
     frame = run(spec, args.data, args.partition, threads=args.threads, progress=args.progress,
-                checkpoint=checkpoint)
+                checkpoint=checkpoint, public=public)
     write_parquet(frame, args.out)
     log.info("wrote %s (%d rows)", args.out, len(frame))
     if checkpoint is not None:
@@ -217,6 +220,10 @@ def _plot(args: argparse.Namespace) -> None:
         from pflrepro.reporting.figures.distances import plot_distances
 
         plot_distances(agg, args.pdf, args.png, methods_order=order, labels=labels)
+    elif args.kind == "communication":
+        from pflrepro.reporting.figures.communication import plot_communication
+
+        plot_communication(agg, args.pdf, args.png, methods_order=order, labels=labels)
     elif args.kind == "clusters":
         from pflrepro.reporting.figures.clusters import plot_clusters
 
@@ -301,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "spec, save to it every --checkpoint-every rounds and on SIGTERM, delete "
                    "it once the results are written")
     p.add_argument("--checkpoint-every", type=int, default=10, metavar="ROUNDS")
+    p.add_argument("--public", help="public set file (methods that distill on one)")
+    p.add_argument("--public-data", help="the public set's prepared data set (meta.json)")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
@@ -340,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
     p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
-                                    "client-weights", "distances", "clusters", "labels"])
+                                    "client-weights", "distances", "clusters", "labels",
+                                    "communication"])
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--client", type=int, default=0, help="client of the client-* figures")

@@ -29,7 +29,8 @@ from pflrepro.models import check_model_options
 from pflrepro.training import TrainingConfig
 
 SCALES = ("paper", "cpu")
-FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights", "distances")
+FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights", "distances",
+                "communication")
 TABLE_METRICS = ("weighted_final", "mean_bmta")
 #: How an experiment combines its split seeds and training seeds (see
 #: :meth:`ExperimentConfig.seed_pairs`).
@@ -198,6 +199,9 @@ class WorkflowConfig:
             "method": method.name, "algorithm": method.algorithm, "params": dict(method.params),
             "split_seed": key.split, "train_seed": key.seed, "training": exp.training.to_dict(),
             "code": code_digest(method.algorithm),
+            # only where there is one, so the other runs' specs do not change
+            **({"public": {"dataset": exp.public.dataset, "size": exp.public.size}}
+               if exp.public is not None else {}),
         }
 
 
@@ -461,6 +465,11 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                     f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
                     f"{t.optimizer!r}, "
                     f"momentum {t.momentum}")
+            if info.needs_public and exp.public is None:
+                raise ConfigError(
+                    f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
+                    f"unlabeled public set; give the experiment one, e.g. public: "
+                    f"{{dataset: {exp.dataset}, size: 500}}")
             if t.client_fraction < 1.0 and not info.partial_participation:
                 able = sorted(n for n, i in INFOS.items() if i.partial_participation)
                 raise ConfigError(

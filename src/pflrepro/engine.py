@@ -217,6 +217,25 @@ class Engine:
             grads = torch.autograd.grad(loss, list(p.values()))
         return float(loss.detach()), dict(zip(p.keys(), grads, strict=True))
 
+    def distill_loss_and_grad(self, params: Params, x: torch.Tensor,
+                              target: torch.Tensor) -> tuple[float, Params]:
+        """Mean KL(target ‖ softmax(model(x))) over the rows of ``x``, and its gradient.
+
+        ``target`` holds a probability vector per row (soft labels from other models:
+        co-distillation, ensemble distillation). Only the cross-entropy part
+        −Σ target · log softmax carries gradient; the target's entropy is added to the
+        reported value so that it is the KL divergence itself (0 when they agree).
+        """
+        p = {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
+             for k, v in params.items()}
+        target = target.detach()
+        with torch.enable_grad():
+            log_q = functional_call(self.net, p, (x,)).log_softmax(dim=-1)
+            cross = -(target * log_q).sum(dim=-1).mean()
+            grads = torch.autograd.grad(cross, list(p.values()))
+        entropy = -(target * target.clamp_min(1e-12).log()).sum(dim=-1).mean()
+        return float(cross.detach() - entropy), dict(zip(p.keys(), grads, strict=True))
+
     # ------------------------------------------------------------------ training
     @property
     def client_training(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -21,6 +22,7 @@ from pflrepro.algorithms.base import Algorithm, parse_hyper
 from pflrepro.checkpoint import Checkpointer
 from pflrepro.data.federated import FederatedData
 from pflrepro.data.partition import read_partition
+from pflrepro.data.public import read_public
 from pflrepro.data.store import load_dataset
 from pflrepro.engine import Engine
 from pflrepro.training import TrainingConfig
@@ -41,13 +43,16 @@ class RunSpec:
     split_seed: int
     train_seed: int
     training: TrainingConfig
+    #: The unlabeled public set, ``{"dataset": name, "size": n}``, for methods that
+    #: distill on one (the experiment's ``public``); None without one.
+    public: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         """Parse the workflow's JSON form (unknown keys raise)."""
         raw = json.loads(text)
         known = {"experiment", "dataset", "partition", "method", "algorithm", "params",
-                 "split_seed", "train_seed", "training", "code"}
+                 "split_seed", "train_seed", "training", "code", "public"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"run spec: unknown key(s) {unknown}")
@@ -58,7 +63,8 @@ class RunSpec:
 
 def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         threads: int | None = None, progress: bool = False,
-        checkpoint: Checkpointer | None = None) -> pd.DataFrame:
+        checkpoint: Checkpointer | None = None,
+        public: tuple[str | Path, str | Path] | None = None) -> pd.DataFrame:
     """Train ``spec`` on the prepared data set and partition; return the run table.
 
     With ``checkpoint`` the run resumes from and saves checkpoints, and SIGTERM
@@ -68,6 +74,10 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
 
     ``threads`` (default 1): on the CPU, clients trained and evaluated side by side,
     one torch thread each (the numbers do not depend on it); on a GPU, torch's threads.
+
+    ``public`` = (public-set file, its data set's directory): the unlabeled public
+    set of a method that distills on one; it must be given exactly when the spec has
+    one.
     """
     cls = get_algorithm(spec.algorithm)
     hyper = parse_hyper(cls, spec.params)
@@ -76,6 +86,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     if pmeta.get("dataset") not in (None, spec.dataset):
         raise ValueError(f"partition {partition_path} is for data set {pmeta.get('dataset')!r}, "
                          f"not {spec.dataset!r}")
+    public_x = _public_images(spec, public)
     device = devices.choose_device(spec.training.device)
     threads_before = torch.get_num_threads()
     workers = 1
@@ -103,7 +114,7 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         log.info("device: %s (torch %s, %d torch thread(s)%s)", device, torch.__version__,
                  torch.get_num_threads(),
                  f", {workers} client threads" if workers > 1 else "")
-        data = FederatedData.build(dataset, partition, device)
+        data = FederatedData.build(dataset, partition, device, public=public_x)
         engine = Engine(data, spec.training, spec.train_seed, dataset.meta.shape, device,
                         workers=workers)
         path = engine.client_training
@@ -125,6 +136,27 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         "package_version": R.package_version(), "git_revision": R.git_revision(),
     }
     return metrics.to_frame(config)
+
+
+def _public_images(spec: RunSpec,
+                   public: tuple[str | Path, str | Path] | None) -> np.ndarray | None:
+    """The public set's raw images (labels never read), or None; checks spec vs files."""
+    if (spec.public is None) != (public is None):
+        raise ValueError("the run spec has a public set but no --public file was given"
+                         if public is None else
+                         "--public was given but the run spec has no public set")
+    if public is None:
+        return None
+    rows, meta = read_public(str(public[0]))
+    source = load_dataset(public[1], verify=True)
+    expected = dict(spec.public or {})
+    if meta.get("dataset") != expected.get("dataset") or len(rows) != expected.get("size"):
+        raise ValueError(f"public set {public[0]} holds {len(rows)} rows of "
+                         f"{meta.get('dataset')!r}; the spec asks for {expected}")
+    if source.meta.name != expected.get("dataset"):
+        raise ValueError(f"{public[1]} holds {source.meta.name!r}, not the public set's "
+                         f"data set {expected.get('dataset')!r}")
+    return np.asarray(source.x[rows])
 
 
 def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: bool,

@@ -143,7 +143,9 @@ def _experiment_schema() -> dict[str, Any]:
                                        "client_accuracy and client_weights (one client over "
                                        "rounds, FedeRiCo Figs. 6c and 7); distances (mean "
                                        "pairwise model distance over rounds, same-"
-                                       "distribution vs other pairs; FedAMP/HeurFedAMP)."},
+                                       "distribution vs other pairs; FedAMP/HeurFedAMP); "
+                                       "communication (final accuracy against the scalars "
+                                       "each method communicated, PerFed-CKT)."},
             "focus_client": {"type": "integer", "minimum": 0, "default": 0,
                              "description": "The client of the client_* figures."},
             "public": {

@@ -78,6 +78,7 @@ FIGURE_KIND_PATTERNS: Mapping[str, str] = {
     "client_accuracy": "client{client}-accuracy",
     "client_weights": "client{client}-weights",
     "distances": "distances",
+    "communication": "communication",
 }
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
@@ -146,7 +147,7 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
             raise ValueError(f"experiment {experiment!r} asks for the 'distances' figure "
                              f"but none of its methods logs model distances "
                              f"(algorithms {list(recording(R.MODEL_DISTANCE))})")
-        elif figure in ("accuracy", "distances"):
+        elif figure in ("accuracy", "distances", "communication"):
             kinds.append(kind)
     return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
             for k in kinds for ext in ("pdf", "png")]
@@ -318,6 +319,25 @@ def experiment_path(cfg: WorkflowConfig, wildcards: Any, what: str) -> str:
         return PARTITION.format(dataset=exp.dataset, partition=wildcards.partition,
                                 split=wildcards.split)
     raise ValueError(f"unknown train input {what!r}")
+
+
+def train_public_inputs(cfg: WorkflowConfig, wildcards: Any) -> dict[str, str]:
+    """A train job's public-set inputs (``public``, ``public_meta``), or none."""
+    exp = cfg.experiments[wildcards.experiment]
+    if exp.public is None:
+        return {}
+    return {"public": PUBLIC.format(dataset=exp.dataset, partition=wildcards.partition,
+                                    split=wildcards.split, source=exp.public.dataset,
+                                    size=exp.public.size),
+            "public_meta": DATA_META.format(dataset=exp.public.dataset)}
+
+
+def train_public_args(cfg: WorkflowConfig, wildcards: Any) -> str:
+    """``--public FILE --public-data META`` for a train job whose experiment has one."""
+    paths = train_public_inputs(cfg, wildcards)
+    if not paths:
+        return ""
+    return f"--public {paths['public']} --public-data {paths['public_meta']}"
 
 
 def train_resource(cfg: WorkflowConfig, wildcards: Any, name: str) -> int:

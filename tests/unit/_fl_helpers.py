@@ -24,10 +24,11 @@ W, B = "net.1.weight", "net.1.bias"
 
 def make_data(n_train: Sequence[int] = (4, 2, 3), n_test: Sequence[int] = (2, 1, 2),
               shape: tuple[int, int, int] = (1, 1, 2), num_classes: int = 2, seed: int = 0,
-              groups: Sequence[int] | None = None) -> FederatedData:
+              groups: Sequence[int] | None = None, public: int = 0) -> FederatedData:
     """Clients hold consecutive rows: client k's train rows, then its test rows.
 
-    x ~ N(0, 1) from a fixed generator; labels are ``row % num_classes``.
+    x ~ N(0, 1) from a fixed generator; labels are ``row % num_classes``; ``public``
+    unlabeled rows (drawn after the others) form the public set.
     """
     gen = torch.Generator().manual_seed(seed)
     total = sum(n_train) + sum(n_test)
@@ -40,9 +41,10 @@ def make_data(n_train: Sequence[int] = (4, 2, 3), n_test: Sequence[int] = (2, 1,
         test.append(torch.arange(start, start + b))
         start += b
     k = len(n_train)
+    extra = torch.randn(public, *shape, generator=gen) if public else None
     return FederatedData(x=x, y=y, train=tuple(train), test=tuple(test),
                          groups=tuple(groups if groups is not None else [-1] * k),
-                         num_classes=num_classes)
+                         num_classes=num_classes, public=extra)
 
 
 def make_engine(data: FederatedData | None = None, seed: int = 0, workers: int = 1,

@@ -21,7 +21,7 @@ from pflrepro.results import MetricLog
 ROUNDS = 5
 # enough clients/samples for every method (FedFomo holds out validation data,
 # Clustered FL and FedAMP need several clients)
-DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1))
+DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1), public=6)
 
 
 def _frame(log: MetricLog):

@@ -11,7 +11,7 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.communication import Traffic, size
 
 K = 4
-DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1))
+DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1), public=5)
 
 
 def test_size_counts_scalars():
@@ -63,6 +63,12 @@ def test_every_method_reports_its_traffic_every_round(name):
             assert all((rnd, k, metric) in frame for k in range(K)), (rnd, metric)
     for rnd in (1, 2):
         up, down = _per_client(frame, rnd, R.COMM_UP), _per_client(frame, rnd, R.COMM_DOWN)
+        if name == "perfedckt":  # soft decisions on P up; c centroids down from round 2
+            numbers = len(engine.data.public) * engine.data.num_classes
+            clusters = ALGORITHMS[name].Hyper().clusters
+            assert up == [numbers] * K
+            assert down == [(clusters * numbers if rnd > 1 else 0)] * K
+            continue
         if name == "federico":  # peers: whatever one sends another receives
             m = ALGORITHMS[name].Hyper().neighbors
             assert sum(up) == sum(down) == K * m * (2 * p + 1)  # model, gradient + w_ij

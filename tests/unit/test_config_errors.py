@@ -128,6 +128,11 @@ CASES: list[tuple[str, Mutate, str]] = [
     ("client_fraction_federico", lambda c: c["training"].update(client_fraction=0.5),
      r"training\.client_fraction: method 'federico' \(algorithm federico\) trains every "
      r"client every round .* methods that do: \[.*'fedavg'"),
+    ("perfedckt_without_public",
+     lambda c: (c["methods"].update(ckt={"algorithm": "perfedckt", "clusters": 1}),
+                _exp(c)["methods"].append("ckt"), _exp(c).pop("public", None)),
+     r"experiments\.tiny\.public: method 'ckt' \(algorithm perfedckt\) distills on an "
+     r"unlabeled public set"),
     ("client_fraction_zero", lambda c: c["training"].update(client_fraction=0.0),
      r"client_fraction must lie in \(0, 1\]"),
     # schema errors: short, naming the key

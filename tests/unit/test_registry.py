@@ -72,7 +72,8 @@ def test_records_declare_exactly_what_record_logs(name):
     from pflrepro.results import MetricLog
 
     cls = ALGORITHMS[name]
-    data = make_data(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1))
+    data = make_data(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1),
+                     public=5)
     engine = make_engine(data, optimizer="sgd", lr=0.05)
     algorithm = cls(engine, parse_hyper(cls, {}))
     log = MetricLog()

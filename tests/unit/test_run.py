@@ -149,3 +149,28 @@ def test_cpu_threads_give_the_same_table(prepared, monkeypatch, algorithm):
     assert torch.get_num_threads() == 2  # restored after the run
     three = run(spec, data_dir, part_path, threads=3)
     pd.testing.assert_frame_equal(one, three, check_exact=True)
+
+
+def test_a_public_set_reaches_the_method_and_must_match_the_spec(prepared, tmp_path):
+    from pflrepro.data.public import public_split, write_public
+
+    data_dir, part_path, frame = prepared
+    ds = load_dataset(data_dir)
+    rows = public_split(ds.meta.size, 40, seed=0)  # (the partition uses every row)
+    public = tmp_path / "public.parquet"
+    write_public(rows, str(public), dataset="digits", seed=0)
+    spec = RunSpec.from_json(json.dumps(_spec_dict(
+        method="ckt", algorithm="perfedckt", params={"clusters": 2},
+        public={"dataset": "digits", "size": 40})))
+    out = run(spec, data_dir, part_path, threads=1, public=(public, data_dir))
+    up = out[(out["metric"] == R.COMM_UP) & (out["round"] == 1)]["value"]
+    assert (up == 40 * 10).all()  # each client sent its soft decisions: |P| x N numbers
+    with pytest.raises(ValueError, match="no --public file"):
+        run(spec, data_dir, part_path, threads=1)
+    wrong = RunSpec.from_json(json.dumps(_spec_dict(
+        method="ckt", algorithm="perfedckt", public={"dataset": "digits", "size": 41})))
+    with pytest.raises(ValueError, match="holds 40 rows"):
+        run(wrong, data_dir, part_path, threads=1, public=(public, data_dir))
+    with pytest.raises(ValueError, match="the run spec has no public set"):
+        run(RunSpec.from_json(json.dumps(_spec_dict())), data_dir, part_path, threads=1,
+            public=(public, data_dir))

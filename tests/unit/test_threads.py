@@ -18,7 +18,8 @@ from pflrepro.training import TrainingConfig
 
 # enough clients and samples for every method (FedFomo holds out validation data,
 # Clustered FL and FedAMP need several clients)
-DATA = dict(n_train=(8, 6, 7, 8, 5), n_test=(3, 2, 3, 2, 2), groups=(0, 0, 1, 1, 1))
+DATA = dict(n_train=(8, 6, 7, 8, 5), n_test=(3, 2, 3, 2, 2), groups=(0, 0, 1, 1, 1),
+            public=6)
 
 
 def _frame(log: R.MetricLog):

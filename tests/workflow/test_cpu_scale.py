@@ -56,6 +56,7 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     "federico_fig6c_cpu-client0-accuracy",            # Fig. 6c
     "federico_fig6c_cpu-client0-weights",             # Fig. 7
     "fedamp_practical_fashion_cpu-distances",         # FedAMP model distances
+    "perfedckt_table1_cpu-communication",             # accuracy vs communication
 ])
 def test_every_figure_is_built(cpu_scale: Path, figure: str) -> None:
     for ext in ("pdf", "png"):
@@ -106,3 +107,19 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
     assert (margin[decided["status"] == "fails"] <= 0).all()
     md = (cpu_scale / "results/tables/claims_cpu.md").read_text()
     assert "federico-best" in md and "cpu scale" in md
+
+
+def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
+    table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table1_cpu_both.csv")
+    methods = {"local", "fedavg", "fedprox", "scaffold", "ditto", "hypcluster", "perfedckt_c1",
+               "perfedckt_c2", "perfedckt", "perfedckt_c4", "perfedckt_c5"}
+    assert set(table["method"]) == methods
+    assert set(table["experiment"]) == {"perfedckt_table1_cpu", "perfedckt_table1_c15_cpu"}
+    for experiment, clients in (("perfedckt_table1_cpu", 5), ("perfedckt_table1_c15_cpu", 8)):
+        comm = pd.read_csv(cpu_scale / f"results/tables/{experiment}-communication.csv")
+        total = comm.set_index("method")["total"]
+        assert total["local"] == 0
+        # soft decisions on 500 public images x 10 classes instead of a 50,890-parameter MLP
+        assert total["perfedckt"] < total["fedavg"] / 3
+        up = comm.set_index("method")["up_per_client_round"]
+        assert up["perfedckt"] == pytest.approx(clients * 500 * 10 / 50)

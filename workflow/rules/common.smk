@@ -74,6 +74,14 @@ def experiment_input(name):
     return lambda wildcards: W.experiment_path(CFG, wildcards, name)
 
 
+def train_public_inputs(wildcards):
+    return W.train_public_inputs(CFG, wildcards)
+
+
+def train_public_args(wildcards):
+    return W.train_public_args(CFG, wildcards)
+
+
 def train_resources(name):
     return lambda wildcards: W.train_resource(CFG, wildcards, name)
 

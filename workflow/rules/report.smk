@@ -156,6 +156,25 @@ rule plot_distances:
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
+rule plot_communication:
+    input:
+        W.AGGREGATE,
+    output:
+        pdf=W.figure_pattern("communication", "pdf"),
+        png=W.figure_pattern("communication", "png"),
+    params:
+        methods=methods_order,
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-communication.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro plot communication --aggregate {input}"
+        " --methods {params.methods} --labels {params.labels:q}"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
 rule plot_client_accuracy:
     input:
         W.AGGREGATE,

@@ -6,12 +6,14 @@
 
 rule train:
     input:
+        unpack(train_public_inputs),
         meta=experiment_input("meta"),
         partition=experiment_input("partition"),
     output:
         W.RUN,
     params:
         spec=run_spec,
+        public=train_public_args,
     threads: 1
     resources:
         gpu=train_resources("gpu"),
@@ -25,5 +27,5 @@ rule train:
         ENV
     shell:
         "pflrepro train --spec {params.spec:q} --data {input.meta} --partition {input.partition}"
-        " --checkpoint {output}.ckpt"
+        " --checkpoint {output}.ckpt {params.public}"
         " --threads {threads} --out {output} > {log} 2>&1"

@@ -79,6 +79,9 @@ class Algorithm(ABC):
     #: Trains only ``engine.participants(rnd)`` each round, so it accepts
     #: ``training.client_fraction`` < 1; the config check rejects it for the others.
     partial_participation: ClassVar[bool] = False
+    #: Distills on the experiment's unlabeled public set (``engine.data.public``); the
+    #: config check rejects an experiment without one.
+    needs_public: ClassVar[bool] = False
 
     def __init__(self, engine: Engine, hyper: Any) -> None:
         self.engine = engine

@@ -64,6 +64,8 @@ class AlgorithmInfo:
     records: tuple[str, ...] = ()
     #: Accepts ``training.client_fraction`` < 1 (trains the round's participants only).
     partial_participation: bool = False
+    #: Needs the experiment's unlabeled public set.
+    needs_public: bool = False
 
 
 class _Registry(Mapping[str, AlgorithmInfo]):
@@ -83,7 +85,7 @@ class _Registry(Mapping[str, AlgorithmInfo]):
             self._infos = {
                 name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
                                     cls.requires_plain_sgd, tuple(cls.records),
-                                    cls.partial_participation)
+                                    cls.partial_participation, cls.needs_public)
                 for name, cls in sorted(base.registered().items())}
         return self._infos
 

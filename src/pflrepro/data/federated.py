@@ -30,6 +30,8 @@ class FederatedData:
     test: tuple[torch.Tensor, ...]
     groups: tuple[int, ...]  # per client distribution id (-1: none)
     num_classes: int
+    #: The unlabeled public set (distillation), normalised like ``x``; None without one.
+    public: torch.Tensor | None = None
 
     @property
     def num_clients(self) -> int:
@@ -37,8 +39,8 @@ class FederatedData:
         return len(self.train)
 
     @classmethod
-    def build(cls, dataset: ArrayDataset, partition: pd.DataFrame,
-              device: torch.device) -> FederatedData:
+    def build(cls, dataset: ArrayDataset, partition: pd.DataFrame, device: torch.device,
+              public: np.ndarray | None = None) -> FederatedData:
         """Normalise the images and turn the partition table into index tensors.
 
         Optional per-row columns of the partition table transform their data-set row:
@@ -46,25 +48,25 @@ class FederatedData:
         ``rotation / 90`` quarter turns (``torch.rot90`` over H, W; square images only)
         and ``target`` replaces the row's label. A data-set row listed twice must carry
         the same values both times (partitioners use each row once).
+
+        ``public`` (raw images of the unlabeled public set, any data set of the same
+        image shape) is normalised with the clients' data set's statistics, as the
+        clients' models see their own inputs.
         """
         meta = dataset.meta
         index = partition["index"].to_numpy()
         used, first, inverse = np.unique(index, return_index=True, return_inverse=True)
-        # one float32 copy of the used rows, already channels-last for images, then
-        # normalised in place (no transient float32 copies)
-        raw = torch.from_numpy(np.asarray(dataset.x[used]))
-        x = torch.empty(raw.shape, dtype=torch.float32,
-                        memory_format=torch.channels_last if raw.dim() == 4
-                        else torch.contiguous_format)
-        x.copy_(raw)
-        del raw
-        x.div_(meta.max_value)
+        x = _scaled(np.asarray(dataset.x[used]), meta.max_value)
         if "rotation" in partition:
             x = _rotate(x, per_used_row(partition, "rotation", first, inverse))
-        mean = torch.tensor(meta.mean, dtype=torch.float32).view(1, -1, 1, 1)
-        std = torch.tensor(meta.std, dtype=torch.float32).clamp_min(1e-6).view(1, -1, 1, 1)
-        x.sub_(mean).div_(std)
-        x = to_channels_last(x.to(device))
+        x = _standardised(x, meta.mean, meta.std, device)
+        public_x = None
+        if public is not None:
+            if tuple(public.shape[1:]) != tuple(dataset.x.shape[1:]):
+                raise ValueError(f"the public set's images are {tuple(public.shape[1:])}, the "
+                                 f"clients' {tuple(dataset.x.shape[1:])}: they must match")
+            public_x = _standardised(_scaled(public, meta.max_value), meta.mean, meta.std,
+                                     device)
         labels = partition_labels(dataset.y[:], partition, meta.num_classes)[used]
         y = torch.from_numpy(labels).to(device)
         # remap data set rows to rows of the resident tensor
@@ -80,7 +82,26 @@ class FederatedData:
                 out.append(torch.as_tensor(np.sort(idx), dtype=torch.long, device=device))
             groups.append(int(rows["group"].iloc[0]))
         return cls(x=x, y=y, train=tuple(train), test=tuple(test), groups=tuple(groups),
-                   num_classes=meta.num_classes)
+                   num_classes=meta.num_classes, public=public_x)
+
+
+def _scaled(raw: np.ndarray, max_value: float) -> torch.Tensor:
+    """One float32 copy of ``raw`` (channels-last for images) divided by ``max_value``."""
+    source = torch.from_numpy(raw)
+    x = torch.empty(source.shape, dtype=torch.float32,
+                    memory_format=torch.channels_last if source.dim() == 4
+                    else torch.contiguous_format)
+    x.copy_(source)
+    return x.div_(max_value)
+
+
+def _standardised(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...],
+                  device: torch.device) -> torch.Tensor:
+    """``(x − mean) / std`` per channel, in place, then on ``device`` (channels-last)."""
+    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).clamp_min(1e-6).view(1, -1, 1, 1)
+    x.sub_(m).div_(s)
+    return to_channels_last(x.to(device))
 
 
 def _rotate(x: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:

@@ -1,0 +1,74 @@
+"""Accuracy against communicated numbers: one point per method, one panel per partition.
+
+PerFed-CKT ranks methods by accuracy *and* by the parameters they move: a method is
+better placed the further up (accuracy) and left (fewer scalars) it sits. Each point
+is a method's mean over runs of the final weighted test accuracy and of the total
+scalars its clients sent and received over the run
+(:func:`pflrepro.reporting.communication.communication_table`), on a log axis; a
+method that communicates nothing (Local) sits at the axis' left edge, marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+
+from pflrepro.reporting.communication import communication_table
+from pflrepro.reporting.figures.common import (
+    METHOD_PALETTE,
+    STYLE,
+    LegendSpec,
+    PathLike,
+    finish,
+    grid,
+    new_figure,
+    wrap,
+)
+from pflrepro.reporting.tables import display_labels, order_values
+
+
+def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
+                       methods_order: Sequence[str] | None = None,
+                       labels: Mapping[str, str] | None = None) -> None:
+    """Final weighted accuracy (%) against total communicated scalars per run (log x).
+
+    Raises ``ValueError`` when the runs logged no traffic or accuracy.
+    """
+    what = "plot_communication"
+    table = communication_table(agg, methods_order)
+    methods = order_values(table["method"], methods_order, f"{what} methods")
+    partitions = order_values(table["partition"], None, f"{what} partitions")
+    shown = display_labels(partitions, labels, f"{what} labels")
+    colours = dict(zip(methods, sns.color_palette(METHOD_PALETTE, len(methods)), strict=True))
+    positive = table.loc[table["total"] > 0, "total"]
+    floor = float(positive.min()) / 10 if not positive.empty else 1.0
+    with matplotlib.rc_context(STYLE):
+        rows, cols = grid(len(partitions))
+        fig = new_figure(3.4 * cols, 2.8 * rows)
+        axes = fig.subplots(rows, cols, squeeze=False)
+        for k, partition in enumerate(partitions):
+            ax = axes[k // cols][k % cols]
+            cur = table[table["partition"] == partition]
+            for row in cur.itertuples(index=False):
+                x = row.total if row.total > 0 else floor
+                ax.scatter([x], [row.accuracy], color=colours[row.method], s=28, zorder=3,
+                           marker="o" if row.total > 0 else "<")
+            ax.set_xscale("log")
+            ax.set_title(wrap(shown[partition]))
+            ax.set_xlabel("scalars communicated per run")
+            if k % cols == 0:
+                ax.set_ylabel("final weighted test accuracy (%)")
+            ax.grid(True, which="major", alpha=0.3)
+        for k in range(len(partitions), rows * cols):
+            axes[k // cols][k % cols].remove()
+    handles = [Line2D([], [], color=colours[m], marker="o", lw=0) for m in methods]
+    names = [str(m) for m in methods]
+    if bool(np.any(table["total"] == 0)):
+        handles.append(Line2D([], [], color="0.3", marker="<", lw=0))
+        names.append("(nothing communicated)")
+    finish(fig, pdf, png, [LegendSpec(handles, names, "method: mean over runs")])

@@ -1,0 +1,131 @@
+"""PerFed-CKT: co-distillation towards the nearest k-means centroid, by hand."""
+
+import numpy as np
+import pytest
+import torch
+from _fl_helpers import (
+    B,
+    W,
+    assert_params_close,
+    clone,
+    make_data,
+    make_engine,
+    manual_loss_and_grad,
+)
+
+from pflrepro.algorithms.base import parse_hyper
+from pflrepro.algorithms.perfedckt import PerFedCKT, cluster_soft_decisions, nearest
+from pflrepro.params import take
+
+SIX = dict(n_train=(4, 2, 3, 5, 4, 3), n_test=(1,) * 6, public=8)
+
+
+def _alg(params=None, data=None, **training):
+    e = make_engine(data if data is not None else make_data(**SIX), **training)
+    return e, PerFedCKT(e, parse_hyper(PerFedCKT, params or {}))
+
+
+def test_one_cluster_no_distillation_is_local_training_of_the_sampled():
+    e, alg = _alg({"clusters": 1, "lam": 0.0}, client_fraction=0.5, lr=0.3)
+    state = alg.init()
+    expected = {"params": clone(state["params"]), "opt": clone(state["opt"])}
+    for rnd in (1, 2, 3):
+        chosen = e.participants(rnd)
+        assert len(chosen) == 3
+        for k in chosen:
+            p, o, _ = e.train_client(take(expected["params"], k), take(expected["opt"], k),
+                                     k, rnd)
+            for n in p:
+                expected["params"][n][k] = p[n]
+            for n in o:
+                expected["opt"][n][k] = o[n]
+        state, losses = alg.round(state, rnd)
+        assert np.isnan(losses[[k for k in range(6) if k not in chosen]]).all()
+    for k in range(6):  # the unsampled kept their models, the sampled trained alone
+        assert_params_close(take(state["params"], k), take(expected["params"], k),
+                            atol=0, rtol=0)
+
+
+def test_kmeans_of_soft_decisions_by_hand():
+    a = torch.tensor([[0.9, 0.1], [0.8, 0.2]])
+    b = torch.tensor([[0.1, 0.9], [0.3, 0.7]])
+    decisions = torch.stack([a, b, a + 0.02 * torch.tensor([[1, -1], [-1, 1]]), b])
+    centroids, labels = cluster_soft_decisions(decisions, 2, seed=0)
+    assert labels[0] == labels[2] != labels[1] == labels[3]
+    first = centroids[labels[0]]
+    torch.testing.assert_close(first, (decisions[0] + decisions[2]) / 2)
+    torch.testing.assert_close(centroids[labels[1]], b)
+    # eq. 4: a client's target is the centroid nearest its own soft decisions
+    assert nearest(centroids, torch.tensor([[0.7, 0.3], [0.9, 0.1]])) == labels[0]
+    assert nearest(centroids, torch.tensor([[0.2, 0.8], [0.2, 0.8]])) == labels[1]
+    with pytest.raises(ValueError, match="need 1 <= clusters <= 4"):
+        cluster_soft_decisions(decisions, 5, seed=0)
+
+
+def _manual_distill_step(p, x_priv, y_priv, x_pub, target, lr, lam):
+    """w ← w − lr (∇ mean CE(private) + λ ∇ mean KL(target ‖ softmax(w x))), by hand."""
+    _, g = manual_loss_and_grad(p, x_priv, y_priv)
+    logits = x_pub.flatten(1) @ p[W].T + p[B]
+    residual = (logits.softmax(dim=-1) - target) / len(x_pub)  # ∂ mean KL / ∂ logits
+    g_kl = {W: residual.T @ x_pub.flatten(1), B: residual.sum(dim=0)}
+    return {n: p[n] - lr * (g[n] + lam * g_kl[n]) for n in p}
+
+
+def test_second_round_distills_towards_the_nearest_centroid():
+    lr, lam = 0.2, 0.7
+    e, alg = _alg({"clusters": 2, "lam": lam}, lr=lr, local_steps=2, batch_size=2)
+    state, _ = alg.round(alg.init(), 1)  # everyone sampled (C = 1); centroids exist now
+    assert bool(state["has_centroids"]) and state["sampled"].all()
+    centroids = state["centroids"].clone()
+    before = clone(state["params"])
+    state, _ = alg.round(state, 2)
+    for k in range(6):
+        p = take(before, k)
+        target = centroids[nearest(centroids, e.probs(p, e.data.public))]
+        private = e.minibatches(k, 2, "local", 2)
+        public = alg.public_batches(k, 2, 2)
+        for idx, rows in zip(private, public, strict=True):
+            p = _manual_distill_step(p, e.data.x[idx], e.data.y[idx], e.data.public[rows],
+                                     target[rows], lr, lam)
+        assert_params_close(take(state["params"], k), p)
+
+
+def test_round_one_and_new_clients_train_without_the_term():
+    # round 1: no centroids; every client trains alone whatever λ is
+    e, alg = _alg({"clusters": 2, "lam": 5.0}, lr=0.3)
+    state = alg.init()
+    start = clone(state["params"])
+    state, _ = alg.round(state, 1)
+    for k in range(6):
+        ref, _, _ = e.train_client(take(start, k), e.init_opt(take(start, k)), k, 1)
+        assert_params_close(take(state["params"], k), ref, atol=0, rtol=0)
+
+
+def test_traffic_is_soft_decisions_not_parameters():
+    e, alg = _alg({"clusters": 2}, client_fraction=0.5)
+    numbers = 8 * 2  # |P| x N
+    state = alg.init()
+    state, _ = alg.round(state, 1)
+    chosen = e.participants(1)
+    assert e.traffic.up[chosen].tolist() == [numbers] * 3
+    assert e.traffic.down.sum() == 0  # no centroids to send before round 1
+    e.traffic.up[:] = 0
+    alg.round(state, 2)
+    chosen = e.participants(2)
+    assert e.traffic.down[chosen].tolist() == [2 * numbers] * 3
+    assert e.traffic.up[chosen].tolist() == [numbers] * 3
+
+
+def test_predict_checks_and_settings():
+    e, alg = _alg(lr=0.3)
+    state, _ = alg.round(alg.init(), 1)
+    x = e.data.x[e.data.test[2]]
+    torch.testing.assert_close(alg.predict(state, 2, x, 1),
+                               e.probs(take(state["params"], 2), x))
+    with pytest.raises(ValueError, match="clusters = 4 exceeds the 3 clients sampled"):
+        _alg({"clusters": 4}, client_fraction=0.5)[1].init()
+    no_public = make_engine(make_data(n_train=(2, 2), n_test=(1, 1)))
+    with pytest.raises(ValueError, match="public set"):
+        PerFedCKT(no_public, parse_hyper(PerFedCKT, {})).init()
+    with pytest.raises(ValueError, match="lam"):
+        parse_hyper(PerFedCKT, {"lam": -1.0})
