@@ -38,6 +38,12 @@ localrules:
     plot_distances,
 
 
+# With --keep-going, the tables of experiments that lost some runs: results/partial/.
+onerror:
+    for report in W.write_partial_reports(CFG):
+        print(f"partial table (the runs that finished; failed ones listed): {report}")
+
+
 rule all:
     input:
         all_targets(),

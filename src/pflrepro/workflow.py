@@ -195,6 +195,41 @@ def stored_targets(cfg: WorkflowConfig, experiments: Iterable[str]) -> list[str]
     return list(dict.fromkeys(out))
 
 
+#: Partial tables written after a failed workflow (:mod:`pflrepro.reporting.partial`).
+PARTIAL_REPORT = "results/partial/{experiment}.{ext}"
+TRAIN_LOG = "logs/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.log"
+
+
+def chosen_experiments(cfg: WorkflowConfig) -> list[str]:
+    """The experiments of the selected scale."""
+    return [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
+
+
+def write_partial_reports(cfg: WorkflowConfig) -> list[str]:
+    """After a failed workflow: partial tables of the experiments missing some runs.
+
+    Returns the reports written (see :mod:`pflrepro.reporting.partial`).
+    """
+    from pflrepro.reporting.partial import PartialRun, write_partial_report
+
+    written = []
+    for name in chosen_experiments(cfg):
+        runs = []
+        for method in cfg.experiments[name].methods:
+            for k in cfg.runs(name, method):
+                where = dict(experiment=k.experiment, partition=k.partition, method=k.method,
+                             split=k.split, seed=k.seed)
+                runs.append(PartialRun(RUN.format(**where), TRAIN_LOG.format(**where),
+                                       f"{k.method}, {k.partition}, split {k.split}, "
+                                       f"seed {k.seed}"))
+        md = PARTIAL_REPORT.format(experiment=name, ext="md")
+        present, missing = write_partial_report(
+            name, runs, md, PARTIAL_REPORT.format(experiment=name, ext="csv"))
+        if present and missing:
+            written.append(md)
+    return written
+
+
 def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> list[str]:
     """Everything of the selected scale.
 
@@ -202,7 +237,7 @@ def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> l
     partition's report, the files they are made from (:func:`stored_targets`), and
     the claims table (:func:`claims_targets`) when ``claims`` are given.
     """
-    chosen = [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
+    chosen = chosen_experiments(cfg)
     out = [t for name in chosen for t in experiment_targets(cfg, name)]
     for name, table in cfg.tables.items():
         if table.scale == cfg.scale:

@@ -111,8 +111,8 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
 
 def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table1_cpu_both.csv")
-    methods = {"local", "fedavg", "fedprox", "scaffold", "ditto", "hypcluster", "perfedckt_c1",
-               "perfedckt_c2", "perfedckt", "perfedckt_c4", "perfedckt_c5"}
+    methods = {"local", "fedavg", "fedprox", "scaffold", "per_fedavg", "ditto", "hypcluster",
+               "perfedckt_c1", "perfedckt_c2", "perfedckt", "perfedckt_c4", "perfedckt_c5"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"perfedckt_table1_cpu", "perfedckt_table1_c15_cpu"}
     for experiment, clients in (("perfedckt_table1_cpu", 5), ("perfedckt_table1_c15_cpu", 8)):

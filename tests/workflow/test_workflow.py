@@ -267,3 +267,23 @@ def test_yaml_error_in_config_yaml_names_file_and_line(tmp_path: Path, text: str
     assert proc.returncode != 0, out
     assert f"Invalid config: {work / message}" in out, out
     assert len(out) < 2000, out
+
+
+def test_keep_going_writes_a_partial_table_from_the_runs_that_finished(tmp_path: Path) -> None:
+    """A method whose jobs fail (PerFed-CKT with more clusters than clients, refused when
+    its run starts): --keep-going finishes the others, and the failed workflow leaves a
+    PARTIAL table of them with the failed runs listed; the real table is not built."""
+    config = yaml.safe_load(TINY.read_text())
+    config["methods"]["ckt"] = {"algorithm": "perfedckt", "clusters": 5}
+    config["experiments"]["tiny"]["methods"].append("ckt")
+    config["experiments"]["tiny"]["partitions"] = config["experiments"]["tiny"]["partitions"][:1]
+    work = new_workdir(tmp_path / "wf", config)
+    proc = snakemake(work, "--keep-going", check=False)
+    assert proc.returncode != 0
+    assert not (work / "results/tables/tiny.md").exists()
+    md = (work / "results/partial/tiny.md").read_text()
+    assert "PARTIAL: tiny, 8 of 10 runs" in md
+    assert md.count("- ckt, label_groups") == 2 and "logs/train/tiny/" in md
+    csv = pd.read_csv(work / "results/partial/tiny.csv")
+    assert set(csv["method"]) == {"local", "fedavg", "fedavg_plus", "federico"}
+    assert "partial table" in proc.stdout + proc.stderr

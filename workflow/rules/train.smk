@@ -20,7 +20,7 @@ rule train:
         mem_mb=train_resources("mem_mb"),
         runtime=train_resources("runtime"),
     log:
-        "logs/train/{experiment}/{partition}/{method}/split{split}-seed{seed}.log",
+        W.TRAIN_LOG,
     benchmark:
         W.BENCHMARK
     conda:
