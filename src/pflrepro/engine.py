@@ -40,6 +40,16 @@ from pflrepro.training import TrainingConfig
 log = logging.getLogger(__name__)
 
 
+def _leaves(params: Params) -> Params:
+    """Parameters as fresh autograd leaves of a loss/gradient pass.
+
+    A view (a client's row of a stacked state) is copied: its version counter is the
+    whole stack's, which other client threads bump by writing their own rows.
+    """
+    return {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
+            for k, v in params.items()}
+
+
 class Engine:
     """Shared mechanics for one run: model, client threads, seeding, training, evaluation."""
 
@@ -127,19 +137,21 @@ class Engine:
         return sorted(torch.randperm(k_all, generator=gen)[:m].tolist())
 
     def minibatches(self, client: int, rnd: int, purpose: str, steps: int,
-                    pool: torch.Tensor | None = None) -> list[torch.Tensor]:
+                    pool: torch.Tensor | None = None,
+                    batch_size: int | None = None) -> list[torch.Tensor]:
         """``steps`` mini-batches of ``client``'s training indices (or of ``pool``).
 
         Batches are consecutive slices of a stream of seeded permutations (epoch after
         epoch), so every sample is seen once per epoch; the stream depends only on
-        (seed, round, client, purpose) and the pool's size. ``pool`` (indices into the
-        data set) replaces the client's training set, e.g. all but a held-out part.
+        (seed, round, client, purpose) and the pool's size. ``pool`` (indices) replaces
+        the client's training set, e.g. all but a held-out part or the public set's
+        rows; ``batch_size`` replaces ``training.batch_size`` (capped by the pool).
         """
         if steps <= 0:
             return []
         idx = self.data.train[client] if pool is None else pool
         n = len(idx)
-        bs = min(self.cfg.batch_size, n)
+        bs = min(batch_size or self.cfg.batch_size, n)
         gen = torch_generator(self.seed, rnd, client, purpose)
         need = steps * bs
         perms = [torch.randperm(n, generator=gen) for _ in range(math.ceil(need / n))]
@@ -203,10 +215,7 @@ class Engine:
         With ``sample_weight`` the loss is ``Σ_s weight_s · ℓ_s`` (weights given per
         sample); without, the mean over the batch.
         """
-        # A view (a client's row of a stacked state) is copied: its version counter is
-        # the whole stack's, which other client threads bump by writing their own rows.
-        p = {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
-             for k, v in params.items()}
+        p = _leaves(params)
         with torch.enable_grad():
             out = functional_call(self.net, p, (self.data.x[idx],))
             if sample_weight is None:
@@ -226,8 +235,7 @@ class Engine:
         −Σ target · log softmax carries gradient; the target's entropy is added to the
         reported value so that it is the KL divergence itself (0 when they agree).
         """
-        p = {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
-             for k, v in params.items()}
+        p = _leaves(params)
         target = target.detach()
         with torch.enable_grad():
             log_q = functional_call(self.net, p, (x,)).log_softmax(dim=-1)
@@ -311,6 +319,7 @@ class Engine:
         if resumed is not None:
             first, state, out = resumed
             first += 1
+            self.traffic = Traffic(self.num_clients)  # drop what init counted: not re-sent
         else:
             first = 1
             out = R.MetricLog()
@@ -321,7 +330,6 @@ class Engine:
             algorithm.record(state, 0, out)
             self.traffic.flush(0, out)  # what init exchanged (e.g. FedeRiCo's first table)
             self.evaluate(algorithm, state, 0, out)
-        self.traffic = Traffic(self.num_clients)  # a resumed run starts counting afresh
         rounds: Sequence[int] = range(first, self.cfg.rounds + 1)
         if progress:
             from tqdm import tqdm

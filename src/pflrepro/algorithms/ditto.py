@@ -36,9 +36,11 @@ import dataclasses
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import State, register_algorithm
+from pflrepro.algorithms.fedavg import FedAvgBase
 from pflrepro.algorithms.registry import hyper
-from pflrepro.params import put_rows, rows, stack, take, weighted_mean
+from pflrepro.optim import Params
+from pflrepro.params import put_rows, rows, stack, take
 from pflrepro.terms import GradTerm, Proximal
 
 
@@ -55,48 +57,41 @@ class DittoHyper:
 
 
 @register_algorithm
-class Ditto(Algorithm):
+class Ditto(FedAvgBase):
     """FedAvg's global model plus proximally regularised personal models."""
 
     name = "ditto"
     summary = ("Ditto (Li et al. 2021): FedAvg global model plus personal models trained "
                "on F_k(v) + λ/2‖v − w‖².")
     Hyper = DittoHyper
-    partial_participation = True
-
     def init(self) -> State:
-        """Global model w^0; every personal model a copy of it; two optimiser states each."""
-        e = self.engine
-        start = e.init_params()
-        opt = stack(e.init_opt(start), e.num_clients)
-        return {"global": start, "opt": opt,
-                "personal": stack(start, e.num_clients),
-                "personal_opt": {k: v.clone() for k, v in opt.items()}}
+        """FedAvg's global model w^0 and states; every personal model a copy of w^0."""
+        state = super().init()
+        state["personal"] = stack(state["global"], self.engine.num_clients)
+        state["personal_opt"] = {k: v.clone() for k, v in state["opt"].items()}
+        return state
 
-    def terms(self, state: State) -> tuple[GradTerm, ...]:
-        """λ (v − w^t): the personal models' pull towards this round's global model."""
-        return (Proximal(state["global"], float(self.hp.lam)),)
+    def personal_terms(self, anchor: Params) -> tuple[GradTerm, ...]:
+        """λ (v − w^t): the personal models' pull towards the round's starting global model."""
+        return (Proximal(anchor, float(self.hp.lam)),)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Global update as FedAvg's; personal update towards the round's w^t.
+        """FedAvg's round for the global model; personal update towards the round's w^t.
 
         Only the round's participants train (all by default); the others keep their
-        personal models and optimiser states.
+        personal models and optimiser states. The global update's traffic is FedAvg's;
+        the personal models stay on the clients.
         """
         e = self.engine
+        anchor = state["global"]  # w^t (the FedAvg round replaces it, not in place)
+        state, _ = super().round(state, rnd)
         chosen = e.participants(rnd)
-        local, opt, _ = e.train(stack(state["global"], len(chosen)),
-                                rows(state["opt"], chosen), chosen, rnd)
-        put_rows(state["opt"], chosen, opt)
-        steps = self.hp.personal_steps or None
         personal, personal_opt, trained = e.train(
             rows(state["personal"], chosen), rows(state["personal_opt"], chosen), chosen,
-            rnd, purpose="personal", steps=steps, terms=self.terms(state))
+            rnd, purpose="personal", steps=self.hp.personal_steps or None,
+            terms=self.personal_terms(anchor))
         put_rows(state["personal"], chosen, personal)
         put_rows(state["personal_opt"], chosen, personal_opt)
-        state["global"] = weighted_mean(local, e.train_sizes()[chosen])
-        # the global model goes down and up; the personal models stay on the clients
-        e.traffic.exchange(chosen, up=e.model_size, down=e.model_size)
         losses = np.full(e.num_clients, np.nan)
         losses[chosen] = trained
         return state, losses

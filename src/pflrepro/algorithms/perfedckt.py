@@ -35,7 +35,6 @@ Choices where the text is silent (and this project's issue specifies):
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import torch
@@ -44,7 +43,7 @@ from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import OptState, Params
 from pflrepro.params import put, take
-from pflrepro.seeding import NO_CLIENT, derive_seed, torch_generator
+from pflrepro.seeding import NO_CLIENT, derive_seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,14 +119,12 @@ class PerFedCKT(Algorithm):
         return e.probs(params, e.data.public)
 
     def public_batches(self, client: int, rnd: int, steps: int) -> list[torch.Tensor]:
-        """``steps`` public mini-batches (row indices of P), seeded by (seed, round, client)."""
+        """``steps`` public mini-batches (row indices of P), the engine's seeded stream."""
         e = self.engine
         assert e.data.public is not None
-        n = len(e.data.public)
-        bs = min(self.hp.public_batch or e.cfg.batch_size, n)
-        gen = torch_generator(e.seed, rnd, client, "public")
-        perms = [torch.randperm(n, generator=gen) for _ in range(math.ceil(steps * bs / n))]
-        return list(torch.cat(perms)[:steps * bs].to(e.device).split(bs))
+        rows = torch.arange(len(e.data.public), device=e.device)
+        return e.minibatches(client, rnd, "public", steps, pool=rows,
+                             batch_size=self.hp.public_batch or None)
 
     def local_update(self, params: Params, opt: OptState, client: int, rnd: int,
                      target: torch.Tensor | None) -> tuple[Params, OptState, float]:
