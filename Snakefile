@@ -16,6 +16,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/cost.smk"
 
 
 # Everything but training runs where Snakemake runs (login node under profiles/slurm);

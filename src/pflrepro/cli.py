@@ -14,6 +14,15 @@ Each subcommand does one stage and writes its outputs atomically::
                        --md C.md --csv C.csv
     pflrepro check-config config.yaml [my.yaml ...]
     pflrepro schema    [--write]
+    pflrepro cost      --runs RUN... --benchmarks TSV... --logs LOG... --training JSON
+                       --md C.md --csv C.csv [--project config.yaml --projection-csv P.csv]
+
+For people rather than rules::
+
+    pflrepro run       --method fedamp --dataset digits --partition practical --clients 8
+                       --partition-option groups=2 --rounds 20 [--out RUN.parquet]
+    pflrepro list      [methods|datasets|partitions]
+    pflrepro status    [--results results --logs logs] [--config config.yaml]
 """
 
 from __future__ import annotations
@@ -38,20 +47,9 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def _partition(args: argparse.Namespace) -> None:
-    from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
-    from pflrepro.data.partition import from_spec, write_partition
-    from pflrepro.data.stats import partition_stats, summary_stats
-    from pflrepro.data.store import load_dataset, load_extras
+    from pflrepro.single import make_partition
 
-    dataset = load_dataset(args.data)
-    partitioner = from_spec(json.loads(args.spec))
-    labels = dataset.y[:]
-    frame = partitioner.split(labels, dataset.meta.num_classes, args.seed,
-                              extras=load_extras(args.data))
-    write_partition(frame, args.out, partitioner=partitioner, dataset=args.dataset,
-                    seed=args.seed)
-    summary = summary_stats(partition_stats(frame, labels, dataset.meta.num_classes))
-    log.info("partition %s (split seed %d): %s", partitioner.id, args.seed, summary)
+    make_partition(args.data, args.dataset, json.loads(args.spec), args.seed, args.out)
 
 
 def _partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
@@ -89,41 +87,93 @@ def _summary_value(value: Any) -> str:
 
 
 def _public(args: argparse.Namespace) -> None:
-    from pflrepro.data.partition import read_partition
-    from pflrepro.data.public import public_split, write_public
-    from pflrepro.data.store import load_dataset
+    from pflrepro.single import make_public
 
-    source = load_dataset(args.data)
-    exclude = None
-    if args.exclude_partition:  # public rows from the clients' own data set
-        frame, _ = read_partition(args.exclude_partition)
-        exclude = frame["index"].to_numpy()
-    rows = public_split(source.meta.size, args.size, args.seed, exclude=exclude)
-    write_public(rows, args.out, dataset=source.meta.name, seed=args.seed)
-    log.info("public set: %d rows of %s (seed %d)", len(rows), source.meta.name, args.seed)
+    make_public(args.data, args.size, args.seed, args.out,
+                exclude_partition=args.exclude_partition)
 
 
 def _train(args: argparse.Namespace) -> None:
-    import hashlib
+    from pflrepro.run import train_job
 
-    from pflrepro.checkpoint import Checkpointer
-    from pflrepro.io import write_parquet
-    from pflrepro.run import RunSpec, run
-
-    spec = RunSpec.from_json(args.spec)
-    checkpoint = None
-    if args.checkpoint:
-        fingerprint = hashlib.sha256(args.spec.encode()).hexdigest()
-        checkpoint = Checkpointer(Path(args.checkpoint), fingerprint, args.checkpoint_every)
     public = (args.public, args.public_data) if args.public else None
     if args.public and not args.public_data:
         raise ValueError("--public needs --public-data (the public set's data set)")
-    frame = run(spec, args.data, args.partition, threads=args.threads, progress=args.progress,
-                checkpoint=checkpoint, public=public)
-    write_parquet(frame, args.out)
-    log.info("wrote %s (%d rows)", args.out, len(frame))
-    if checkpoint is not None:
-        checkpoint.remove()
+    train_job(args.spec, args.data, args.partition, args.out, threads=args.threads,
+              progress=args.progress, checkpoint=args.checkpoint,
+              checkpoint_every=args.checkpoint_every, public=public, partial=args.partial)
+
+
+def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    """``["k=v", ...]`` as a dict, each value read as YAML (``3`` int, ``[64]`` list)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _run(args: argparse.Namespace) -> None:
+    from pflrepro.single import SingleRun, single_run
+
+    options = _key_values(args.partition_option, "--partition-option")
+    if args.clients is not None:
+        options["clients"] = args.clients
+    training = _key_values(args.training, "--training")
+    for key in ("rounds", "device", "model"):
+        if getattr(args, key) is not None:
+            training[key] = getattr(args, key)
+    training.setdefault("rounds", 10)
+    req = SingleRun(method=args.method, dataset=args.dataset, scheme=args.partition,
+                    partition_options=options, params=_key_values(args.param, "--param"),
+                    training=training, split_seed=args.split_seed
+                    if args.split_seed is not None else args.seed,
+                    train_seed=args.seed, public_size=args.public_size)
+    out = single_run(req, out=args.out, work=args.work, data_root=args.data_root,
+                     raw_root=args.raw, mirrors=tuple(args.mirror or ()),
+                     threads=args.threads, progress=args.progress)
+    print(out)
+
+
+def _list(args: argparse.Namespace) -> None:
+    from pflrepro.listing import render
+
+    sys.stdout.write(render(args.what))
+
+
+def _status(args: argparse.Namespace) -> None:
+    from pflrepro.progress import format_status, iter_expected, job_status
+
+    expected: list[tuple[str, str, str, str]] = []
+    if args.config:
+        from pflrepro.config import check_config_paths
+
+        cfg = check_config_paths(args.config)
+        expected = [k for name, e in cfg.experiments.items() if e.scale == cfg.scale
+                    for k in iter_expected(cfg.runs(name))]
+    jobs = job_status(args.results, args.logs, expected=expected,
+                      stale_after_s=args.stale_after * 60.0)
+    sys.stdout.write(format_status(jobs))
+
+
+def _cost(args: argparse.Namespace) -> None:
+    from pflrepro.reporting.cost import cost_table, job_costs, projection, write_cost
+
+    jobs = job_costs(args.runs, args.benchmarks, args.logs, json.loads(args.training))
+    measured = cost_table(jobs, methods_order=args.methods or None)
+    projected = None
+    if args.project:
+        from pflrepro.config import check_config_paths
+
+        projected = projection(measured, check_config_paths(args.project),
+                               scale=args.project_scale)
+    write_cost(measured, projected, args.md, args.csv, args.projection_csv,
+               experiment=args.experiment or "")
+    log.info("cost of %d job(s) -> %s, %s", len(jobs), args.md, args.csv)
 
 
 def _aggregate(args: argparse.Namespace) -> None:
@@ -224,10 +274,23 @@ def _plot(args: argparse.Namespace) -> None:
         from pflrepro.reporting.figures.communication import plot_communication
 
         plot_communication(agg, args.pdf, args.png, methods_order=order, labels=labels)
+    elif args.kind == "architectures":
+        from pflrepro.reporting.figures.architectures import plot_architectures
+
+        names = {int(k): str(v) for k, v in json.loads(args.names or "{}").items()}
+        plot_architectures(agg, args.pdf, args.png, names=names, labels=labels)
     elif args.kind == "clusters":
         from pflrepro.reporting.figures.clusters import plot_clusters
 
         plot_clusters(agg, args.pdf, args.png, method=args.method, labels=labels)
+    elif args.kind == "gates":
+        from pflrepro.reporting.figures.gates import plot_gate_mass
+
+        plot_gate_mass(agg, args.pdf, args.png, method=args.method, labels=labels)
+    elif args.kind == "posterior":
+        from pflrepro.reporting.figures.posterior import plot_expert_posterior
+
+        plot_expert_posterior(agg, args.pdf, args.png, method=args.method, labels=labels)
     else:  # argparse restricts the choices; kept for type checkers
         raise ValueError(f"unknown plot kind {args.kind!r}")
 
@@ -310,7 +373,82 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=10, metavar="ROUNDS")
     p.add_argument("--public", help="public set file (methods that distill on one)")
     p.add_argument("--public-data", help="the public set's prepared data set (meta.json)")
+    p.add_argument("--partial", action="store_true",
+                   help="write the run table so far to <out>.partial.parquet (for a running "
+                   "job's curve) at every checkpoint, or every --checkpoint-every rounds; "
+                   "deleted once --out is written")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser(
+        "run", help="one method on one partition of one data set: prepares the data, "
+        "partitions it and trains, as the workflow does (`pflrepro list` shows the choices)",
+        description="Example: pflrepro run --method fedamp --dataset digits --partition "
+        "practical --clients 8 --partition-option groups=2 --rounds 20 --model mlp "
+        "--training model_options='{hidden: [64]}' --training optimizer=sgd "
+        "--training lr=0.05")
+    p.add_argument("--method", required=True, help="algorithm (pflrepro list methods)")
+    p.add_argument("--dataset", required=True, help="data set (pflrepro list datasets)")
+    p.add_argument("--partition", required=True, metavar="SCHEME",
+                   help="partition scheme (pflrepro list partitions)")
+    p.add_argument("--clients", type=int, help="number of clients (the scheme's 'clients')")
+    p.add_argument("--partition-option", "-o", action="append", metavar="KEY=VALUE",
+                   help="a partition option, e.g. groups=2 (repeatable; YAML values)")
+    p.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
+                   help="a hyperparameter of the method, e.g. lam=1.0 (repeatable)")
+    p.add_argument("--training", "-t", action="append", metavar="KEY=VALUE",
+                   help="a training setting (the config's training keys), e.g. lr=0.05")
+    p.add_argument("--rounds", type=int, help="communication rounds (default 10)")
+    p.add_argument("--model", help="model (training.model; default cnn)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="training.device")
+    p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--split-seed", type=int, help="split seed (default: --seed)")
+    p.add_argument("--public-size", type=int, default=500,
+                   help="public-set rows, for methods that distill on one")
+    p.add_argument("--out", help="run table (default: under --work)")
+    p.add_argument("--work", default="results/cli",
+                   help="where partitions, public sets and (by default) the run go")
+    p.add_argument("--data-root", default="results/data",
+                   help="prepared data sets (the workflow's; prepared there if missing)")
+    p.add_argument("--raw", default="data/raw", help="raw downloads, one folder per data set")
+    p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
+    p.add_argument("--threads", type=int, default=1, help="as for train")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
+                       "partition schemes (options, defaults)")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=["all", "methods", "datasets", "partitions"])
+    p.set_defaults(func=_list)
+
+    p = sub.add_parser("status", help="finished, running, failed (and, with --config, "
+                       "pending) training jobs of a results directory")
+    p.add_argument("--results", default="results", help="results directory (runs/ in it)")
+    p.add_argument("--logs", default="logs", help="logs directory (train/ in it)")
+    p.add_argument("--config", nargs="*", metavar="FILE",
+                   help="config files (merged in order) whose jobs not yet started are "
+                   "listed as pending")
+    p.add_argument("--stale-after", type=float, default=60.0, metavar="MINUTES",
+                   help="a job whose log has not changed for this long is 'stale'")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("cost", help="compute cost per method from benchmark records and "
+                       "logs, and a projection of a config's paper-scale grid")
+    p.add_argument("--experiment", help="experiment name (the table's title)")
+    p.add_argument("--runs", nargs="+", required=True, help="run tables, one per job")
+    p.add_argument("--benchmarks", nargs="+", required=True,
+                   help="Snakemake benchmark records, aligned with --runs")
+    p.add_argument("--logs", nargs="+", required=True, help="train logs, aligned with --runs")
+    p.add_argument("--training", required=True, help="the experiment's training settings "
+                   "(JSON)")
+    p.add_argument("--methods", nargs="*", help="row order")
+    p.add_argument("--project", nargs="*", metavar="FILE",
+                   help="config files whose --project-scale grid to project")
+    p.add_argument("--project-scale", default="paper", choices=["paper", "cpu"])
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--projection-csv")
+    p.set_defaults(func=_cost)
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
     p.add_argument("--out", required=True)
@@ -350,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
     p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
                                     "client-weights", "distances", "clusters", "labels",
-                                    "communication"])
+                                    "communication", "architectures", "gates",
+                                    "posterior"])
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--client", type=int, default=0, help="client of the client-* figures")
@@ -360,8 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
     p.add_argument("--method", default="federico",
-                   help="method whose weights (weights) or cluster ids (clusters) to draw")
+                   help="method whose weights (weights), cluster ids (clusters), gate "
+                   "masses (gates) or q(z|y) (posterior) to draw")
     p.add_argument("--methods", nargs="*", help="legend order")
+    p.add_argument("--names", help='architectures: JSON {index: name} for the legend')
     p.set_defaults(func=_plot)
 
     p = sub.add_parser("claims", help="check the papers' claims against aggregates")
@@ -386,6 +527,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true")
     p.add_argument("--path", type=Path)
     p.set_defaults(func=_schema)
+
+    from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
+
+    add_subcommands(sub)
     return parser
 
 

@@ -30,7 +30,7 @@ from pflrepro.training import TrainingConfig
 
 SCALES = ("paper", "cpu")
 FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights", "distances",
-                "communication")
+                "communication", "architectures")
 TABLE_METRICS = ("weighted_final", "mean_bmta")
 #: How an experiment combines its split seeds and training seeds (see
 #: :meth:`ExperimentConfig.seed_pairs`).
@@ -207,7 +207,7 @@ class WorkflowConfig:
 
 #: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
 #: code is these modules and all they import (:func:`training_files`).
-TRAINING_ENTRIES = ("pflrepro.run", "pflrepro.checkpoint", "pflrepro.io")
+TRAINING_ENTRIES = ("pflrepro.run",)  # run.train_job: checkpoints, progress, output
 _ROOT = Path(__file__).resolve().parent
 #: The directory holding the ``pflrepro`` package (``src``).
 _SRC = _ROOT.parent
@@ -329,6 +329,12 @@ def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: s
     except ValueError as err:
         raise ConfigError(f"{at}.{err}" if str(err).startswith("model_options")
                           else f"{at}.model: {err}") from err
+    at = where if "architectures" in override else "training"
+    for i, arch in enumerate(training.architectures):
+        try:
+            check_model_options(arch["model"], arch["model_options"])
+        except ValueError as err:
+            raise ConfigError(f"{at}.architectures[{i}]: {err}") from err
     return training
 
 
@@ -349,10 +355,6 @@ def _seeds(spec: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-#: Partition parameters that may not exceed the data set's number of labels.
-_LABEL_BOUNDED = ("groups", "classes_per_client")
-#: Schemes whose ``groups`` are label sets (not rotations or permutations).
-_LABEL_GROUP_SCHEMES = ("label_groups", "practical")
 
 
 def _check_partition_fits(p: Partitioner, dataset: str, where: str) -> None:
@@ -371,9 +373,7 @@ def _check_partition_fits(p: Partitioner, dataset: str, where: str) -> None:
     classes = source.num_classes
     if classes is None:
         return
-    for key in _LABEL_BOUNDED:
-        if key == "groups" and p.scheme not in _LABEL_GROUP_SCHEMES:
-            continue
+    for key in p.label_bounded:  # fields that count labels, declared by the scheme
         value = getattr(p, key, None)
         if isinstance(value, int) and value > classes:
             raise ConfigError(f"{where}.{key}: {value} exceeds the {classes} labels of "
@@ -470,6 +470,13 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                     f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
                     f"unlabeled public set; give the experiment one, e.g. public: "
                     f"{{dataset: {exp.dataset}, size: 500}}")
+            if t.heterogeneous and not info.heterogeneous_models:
+                able = sorted(n for n, i in INFOS.items() if i.heterogeneous_models)
+                raise ConfigError(
+                    f"{where}.training.architectures: method {m!r} (algorithm "
+                    f"{info.name}) needs one architecture for every client and cannot run "
+                    f"with {len(t.architectures)} architectures; drop the method or "
+                    f"training.architectures (methods that accept several: {able})")
             if t.client_fraction < 1.0 and not info.partial_participation:
                 able = sorted(n for n, i in INFOS.items() if i.partial_participation)
                 raise ConfigError(
@@ -664,6 +671,11 @@ def _schema_message(error: Any) -> str:
                 f"{', '.join(map(str, error.validator_value))}")
     if error.validator == "required":
         return f"{where or 'config top level'}: {error.message}"
+    if error.validator in ("minItems", "minProperties") and not error.instance:
+        what = "entry" if error.validator == "minItems" else "key"
+        return (f"{where or 'config top level'} is empty: give it at least "
+                f"{error.validator_value} {what} (config/demo.yaml has complete experiments; "
+                "`pflrepro list` shows the methods, data sets and partition schemes)")
     message = error.message
     if len(message) > 200:
         message = message[:197] + "..."

@@ -50,6 +50,11 @@ def _leaves(params: Params) -> Params:
             for k, v in params.items()}
 
 
+def _shapes(params: Params, skip: int = 0) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Parameter names and shapes (without the first ``skip`` dimensions), sorted."""
+    return tuple(sorted((k, tuple(v.shape[skip:])) for k, v in params.items()))
+
+
 class Engine:
     """Shared mechanics for one run: model, client threads, seeding, training, evaluation."""
 
@@ -71,25 +76,95 @@ class Engine:
         self.seed = int(seed)
         self.device = device
         self.in_shape = in_shape
-        self.model: nn.Module = build_model(training.model, in_shape, data.num_classes,
-                                            **dict(training.model_options)).to(device)
-        self.model.requires_grad_(False)
-        speed_up(self.model)
+        #: The run's architectures, (model, model_options), smallest first: one unless
+        #: ``training.architectures`` lists several (model heterogeneity).
+        self.archs = training.models
+        #: One model instance per architecture, built once (``functional_call`` runs them
+        #: with any parameters of their shape); :attr:`model` is the first.
+        self.models: list[nn.Module] = []
+        for name, options in self.archs:
+            model = build_model(name, in_shape, data.num_classes, **dict(options)).to(device)
+            model.requires_grad_(False)
+            speed_up(model)
+            self.models.append(model)
+        self.model: nn.Module = self.models[0]
+        self._arch_by_shape = {_shapes(dict(m.named_parameters())): a
+                               for a, m in enumerate(self.models)}
+        if len(self._arch_by_shape) != len(self.models):
+            raise ValueError(f"training.architectures: two entries have the same parameter "
+                             f"names and shapes ({[n for n, _ in self.archs]}); list each "
+                             f"architecture once")
         #: Client threads on the CPU; always one on a GPU.
-        self.threads = ClientThreads(self.model, workers if device.type == "cpu" else 1)
+        self.threads = ClientThreads(self.models, workers if device.type == "cpu" else 1)
         chunk = training.eval_batch_size
         self.eval_chunk = chunk if device.type != "cpu" else min(chunk, self.cpu_eval_chunk)
         self.optimizer = Optimizer(training.optimizer, training.lr, momentum=training.momentum)
         #: What each client sends and receives this round; methods add to it, the round
         #: loop logs and resets it (:mod:`pflrepro.communication`).
         self.traffic = Traffic(data.num_clients)
-        #: Scalars in one model (what sending it costs).
-        self.model_size = size(dict(self.model.named_parameters()))
+        #: Scalars in one model of each architecture (what sending it costs).
+        self.model_sizes = [size(dict(m.named_parameters())) for m in self.models]
+        #: Scalars in one model (of the first architecture: the only one when homogeneous).
+        self.model_size = self.model_sizes[0]
+        #: Each client's architecture (an index into :attr:`archs`).
+        self.arch_of = self._assign_architectures()
 
     @property
     def net(self) -> nn.Module:
         """The calling thread's model instance (:attr:`ClientThreads.net`)."""
         return self.threads.net
+
+    # ------------------------------------------------------------------ architectures
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether clients run different architectures (``training.architectures``)."""
+        return len(self.models) > 1
+
+    def _assign_architectures(self) -> list[int]:
+        """Each client's architecture, drawn from (seed, setup round, client, 'architecture').
+
+        ``data_size``: client k climbs each of the A - 1 steps above the smallest model
+        with probability n_k / max_j n_j (a binomial draw), so a larger model is the more
+        likely the more data the client holds and its expected rank is proportional to
+        its data size (PerFed-CKT Fig. 2a; the text gives no formula). ``uniform``: each
+        architecture with probability 1/A.
+        """
+        count = len(self.models)
+        if count == 1:
+            return [0] * self.num_clients
+        sizes = [self.n_train(k) for k in range(self.num_clients)]
+        largest = max(max(sizes), 1)
+        out = []
+        for k in range(self.num_clients):
+            gen = torch_generator(self.seed, SETUP_ROUND, k, "architecture")
+            if self.cfg.architecture_assignment == "uniform":
+                out.append(int(torch.randint(count, (1,), generator=gen)))
+            else:
+                climbs = torch.rand(count - 1, generator=gen, dtype=torch.float64)
+                out.append(int((climbs < sizes[k] / largest).sum()))
+        return out
+
+    def arch_index(self, params: Params, stacked: bool = False) -> int:
+        """The architecture ``params`` belong to (by parameter names and shapes).
+
+        ``stacked``: ``params`` have a leading client dimension.
+        """
+        if len(self.models) == 1:
+            return 0
+        key = _shapes(params, skip=1 if stacked else 0)
+        try:
+            return self._arch_by_shape[key]
+        except KeyError:
+            raise ValueError("parameters of no architecture of this run: "
+                             f"{[(n, s) for n, s in key]}") from None
+
+    def net_for(self, params: Params) -> nn.Module:
+        """The calling thread's instance of the model ``params`` belong to."""
+        return self.threads.net_of(self.arch_index(params))
+
+    def model_size_of(self, client: int) -> int:
+        """Scalars in client ``client``'s model (what sending it costs)."""
+        return self.model_sizes[self.arch_of[client]]
 
     def close(self) -> None:
         """Stop the client threads (if any ran); the engine stays usable."""
@@ -159,12 +234,18 @@ class Engine:
         return list(idx[order].split(bs))
 
     # ------------------------------------------------------------------ params
-    def init_params(self, client: int = NO_CLIENT) -> Params:
-        """Fresh model parameters drawn from (seed, setup round, client, 'init')."""
+    def init_params(self, client: int = NO_CLIENT, arch: int | None = None) -> Params:
+        """Fresh model parameters drawn from (seed, setup round, client, 'init').
+
+        The model is client ``client``'s architecture, or ``arch`` when given (the first
+        architecture for no client).
+        """
+        if arch is None:
+            arch = self.arch_of[client] if client != NO_CLIENT else 0
+        name, options = self.archs[arch]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(self.seed, SETUP_ROUND, client, "init"))
-            fresh = build_model(self.cfg.model, self.in_shape, self.data.num_classes,
-                                **dict(self.cfg.model_options))
+            fresh = build_model(name, self.in_shape, self.data.num_classes, **dict(options))
         return {k: v.detach().to(self.device) for k, v in fresh.named_parameters()}
 
     def client_init(self, shared: bool = False) -> dict[str, Params]:
@@ -173,8 +254,11 @@ class Engine:
         Returns ``{"params": stacked, "opt": stacked}``; client ``k``'s model is drawn
         from ``(seed, setup round, k, 'init')``. With ``shared`` every client starts
         from one copy of the model :meth:`init_params` draws without a client (FedAvg's
-        global start).
+        global start). Stacking needs one architecture (see :meth:`client_models`).
         """
+        if self.heterogeneous:
+            raise ValueError("client_init stacks one architecture; with "
+                             "training.architectures use client_models")
         if shared:
             start = self.init_params()
             return {"params": stack(start, self.num_clients),
@@ -184,6 +268,15 @@ class Engine:
         opt = stack(self.init_opt(per_client[0]), self.num_clients)
         return {"params": params, "opt": opt}
 
+    def client_models(self) -> tuple[list[Params], list[OptState]]:
+        """Per-client models (each its own architecture and seed slot) and optimiser states.
+
+        Client ``k``'s model is drawn like :meth:`client_init`'s row ``k``, as a list
+        entry rather than a stacked row, so clients may differ in architecture.
+        """
+        params = [self.init_params(k) for k in range(self.num_clients)]
+        return params, [self.init_opt(p) for p in params]
+
     def init_opt(self, params: Params) -> OptState:
         """Fresh optimiser state for ``params``."""
         return self.optimizer.init(params)
@@ -192,9 +285,10 @@ class Engine:
     def logits(self, params: Params, x: torch.Tensor) -> torch.Tensor:
         """Logits of the model with ``params`` on ``x`` (no grad, chunked)."""
         outs = []
+        net = self.net_for(params)
         with torch.inference_mode():
             for chunk in x.split(self.eval_chunk):
-                outs.append(functional_call(self.net, params, (chunk,)))
+                outs.append(functional_call(net, params, (chunk,)))
         return torch.cat(outs) if outs else torch.empty(0, self.data.num_classes,
                                                         device=self.device)
 
@@ -217,7 +311,7 @@ class Engine:
         """
         p = _leaves(params)
         with torch.enable_grad():
-            out = functional_call(self.net, p, (self.data.x[idx],))
+            out = functional_call(self.net_for(p), p, (self.data.x[idx],))
             if sample_weight is None:
                 loss = F.cross_entropy(out, self.data.y[idx])
             else:
@@ -238,7 +332,7 @@ class Engine:
         p = _leaves(params)
         target = target.detach()
         with torch.enable_grad():
-            log_q = functional_call(self.net, p, (x,)).log_softmax(dim=-1)
+            log_q = functional_call(self.net_for(p), p, (x,)).log_softmax(dim=-1)
             cross = -(target * log_q).sum(dim=-1).mean()
             grads = torch.autograd.grad(cross, list(p.values()))
         entropy = -(target * target.clamp_min(1e-12).log()).sum(dim=-1).mean()
@@ -299,9 +393,13 @@ class Engine:
             finite = finite and math.isfinite(nll)
         return finite
 
-    def run(self, algorithm: Algorithm, progress: bool = False,
+    def run(self, algorithm: Algorithm, progress: object = False,
             checkpoint: Checkpointer | None = None) -> R.MetricLog:
         """Run every round of ``algorithm``; return the run's metric log.
+
+        ``progress``: a :class:`pflrepro.progress.RoundProgress` (a log line per
+        evaluated round, a partial run table now and then), or a bool: one that logs
+        the lines, with a tqdm bar when True.
 
         With ``checkpoint``, the run resumes after the last checkpointed round when a
         checkpoint of the same spec exists, saves one every ``checkpoint.every``
@@ -327,15 +425,17 @@ class Engine:
                 out.add(0, k, R.N_TRAIN, self.n_train(k))
                 out.add(0, k, R.N_TEST, len(self.data.test[k]))
                 out.add(0, k, R.GROUP, self.data.groups[k])
+                if self.heterogeneous:
+                    out.add(0, k, R.ARCHITECTURE, self.arch_of[k])
+                    out.add(0, k, R.MODEL_SIZE, self.model_size_of(k))
             algorithm.record(state, 0, out)
             self.traffic.flush(0, out)  # what init exchanged (e.g. FedeRiCo's first table)
             self.evaluate(algorithm, state, 0, out)
-        rounds: Sequence[int] = range(first, self.cfg.rounds + 1)
-        if progress:
-            from tqdm import tqdm
+        from pflrepro.progress import RoundProgress
 
-            rounds = tqdm(rounds, desc=algorithm.name, mininterval=5.0)
-        for rnd in rounds:
+        reporter = progress if isinstance(progress, RoundProgress) else RoundProgress(
+            self.cfg.rounds, algorithm.name, bar=bool(progress))
+        for rnd in reporter.rounds(first):
             state, train_loss = algorithm.round(state, rnd)
             losses = np.asarray(train_loss, dtype=np.float64)
             for k, value in enumerate(losses):
@@ -346,6 +446,7 @@ class Engine:
             finite = not np.isinf(losses).any()
             if not finite or rnd % self.cfg.eval_every == 0 or rnd == self.cfg.rounds:
                 finite = self.evaluate(algorithm, state, rnd, out) and finite
+            reporter.round_done(rnd, out)
             if not finite:
                 out.add(rnd, -1, R.DIVERGED, float(rnd))
                 log.warning("%s diverged in round %d (a non-finite loss); the run stops "

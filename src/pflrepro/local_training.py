@@ -227,7 +227,7 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
                  rnd: int, purpose: str, counts: list[int], terms: Sequence[GradTerm],
                  pools: Sequence[torch.Tensor] | None) -> tuple[Params, OptState, torch.Tensor]:
     """One pass per step over the clients of one chunk (see :func:`train_vmap`)."""
-    model = engine.model
+    model = engine.models[engine.arch_index(params, stacked=True)]
     x_all, y_all = engine.data.x, engine.data.y
     index, mask, count, active = padded_minibatches(engine, clients, rnd, purpose, counts,
                                                     pools)

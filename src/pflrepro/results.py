@@ -54,6 +54,10 @@ TRAIN_LOSS = "train_loss"
 N_TRAIN = "n_train"
 N_TEST = "n_test"
 GROUP = "group"
+#: A client's architecture (index into ``training.architectures``) and its model's
+#: scalar count, round 0, logged only when clients run different architectures.
+ARCHITECTURE = "architecture"
+MODEL_SIZE = "model_size"
 WEIGHT = "weight"
 #: Mean squared per-parameter distance ‖w_i − w_j‖²/P between two clients' models.
 MODEL_DISTANCE = "model_distance"

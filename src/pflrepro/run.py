@@ -25,6 +25,7 @@ from pflrepro.data.partition import read_partition
 from pflrepro.data.public import read_public
 from pflrepro.data.store import load_dataset
 from pflrepro.engine import Engine
+from pflrepro.progress import RoundProgress, write_partial
 from pflrepro.training import TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,14 @@ class RunSpec:
 def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         threads: int | None = None, progress: bool = False,
         checkpoint: Checkpointer | None = None,
-        public: tuple[str | Path, str | Path] | None = None) -> pd.DataFrame:
+        public: tuple[str | Path, str | Path] | None = None,
+        partial: str | Path | None = None, partial_every: int = 10) -> pd.DataFrame:
     """Train ``spec`` on the prepared data set and partition; return the run table.
+
+    Each evaluated round logs a progress line (:mod:`pflrepro.progress`); with
+    ``partial`` the run table so far is written there (atomically) every
+    ``partial_every`` rounds, or at every checkpoint when checkpointing (``progress``:
+    a tqdm bar besides).
 
     With ``checkpoint`` the run resumes from and saves checkpoints, and SIGTERM
     (preemption, a time limit) makes it save one after the current round and stop
@@ -120,22 +127,34 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         path = engine.client_training
         log.info("client training: %s", "all clients of a round in one vmapped pass"
                  if path == "vmap" else "one client after another")
-        metrics = _train(engine, cls(engine, hyper), spec, progress, checkpoint)
+        config = _config_columns(spec, path)
+        writer = None
+        if partial is not None:
+            def writer(metrics: R.MetricLog) -> None:
+                write_partial(metrics.to_frame(config), partial)
+        reporter = RoundProgress(spec.training.rounds, spec.method, bar=progress,
+                                 partial=writer, flush_every=checkpoint.every
+                                 if checkpoint is not None else partial_every)
+        metrics = _train(engine, cls(engine, hyper), spec, reporter, checkpoint)
     finally:
         if engine is not None:
             engine.close()
         if lease is not None:
             lease.release()
         torch.set_num_threads(threads_before)
-    config = {
+    return metrics.to_frame(config)
+
+
+def _config_columns(spec: RunSpec, client_training: str) -> dict[str, Any]:
+    """The run table's config columns (:data:`pflrepro.results.CONFIG_COLUMNS`)."""
+    return {
         "experiment": spec.experiment, "dataset": spec.dataset, "partition": spec.partition,
         "method": spec.method, "algorithm": spec.algorithm,
         "params": json.dumps(dict(spec.params), sort_keys=True),
         "split_seed": spec.split_seed, "train_seed": spec.train_seed,
-        "client_training": path,
+        "client_training": client_training,
         "package_version": R.package_version(), "git_revision": R.git_revision(),
     }
-    return metrics.to_frame(config)
 
 
 def _public_images(spec: RunSpec,
@@ -159,7 +178,7 @@ def _public_images(spec: RunSpec,
     return np.asarray(source.x[rows])
 
 
-def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: bool,
+def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: RoundProgress,
            checkpoint: Checkpointer | None) -> R.MetricLog:
     """The round loop, with SIGTERM turned into a checkpoint-and-stop when checkpointing."""
     start = time.perf_counter()
@@ -178,3 +197,38 @@ def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: bool,
     log.info("%s: %d rounds in %.1f s", spec.method, spec.training.rounds,
              time.perf_counter() - start)
     return metrics
+
+
+# ------------------------------------------------------------------ jobs of the CLI
+def train_job(spec_json: str, data: str | Path, partition: str | Path, out: str | Path, *,
+              threads: int = 1, progress: bool = False, checkpoint: str | Path | None = None,
+              checkpoint_every: int = 10,
+              public: tuple[str | Path, str | Path] | None = None,
+              partial: bool = False) -> pd.DataFrame:
+    """``pflrepro train``: run the spec, write the run table to ``out``, tidy up.
+
+    ``checkpoint``: resume from and save to that file (keyed by the spec's SHA-256),
+    deleted once ``out`` is written. ``partial``: write the table so far to
+    :func:`pflrepro.progress.partial_path` of ``out`` at every checkpoint (or every
+    ``checkpoint_every`` rounds), deleted once ``out`` is written.
+    """
+    import hashlib
+
+    from pflrepro.io import write_parquet
+    from pflrepro.progress import partial_path, remove_partial
+
+    spec = RunSpec.from_json(spec_json)
+    checkpointer = None
+    if checkpoint:
+        fingerprint = hashlib.sha256(spec_json.encode()).hexdigest()
+        checkpointer = Checkpointer(Path(checkpoint), fingerprint, checkpoint_every)
+    frame = run(spec, data, partition, threads=threads, progress=progress,
+                checkpoint=checkpointer, public=public,
+                partial=partial_path(out) if partial else None,
+                partial_every=checkpoint_every)
+    write_parquet(frame, out)
+    log.info("wrote %s (%d rows)", out, len(frame))
+    remove_partial(out)
+    if checkpointer is not None:
+        checkpointer.remove()
+    return frame

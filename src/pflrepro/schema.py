@@ -52,6 +52,20 @@ def _training_schema() -> dict[str, Any]:
             from pflrepro.models import MODEL_OPTIONS
 
             entry = {"type": "string", "enum": sorted(MODEL_OPTIONS)}
+        elif f.name == "architectures":
+            from pflrepro.models import MODEL_OPTIONS
+
+            entry = {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["model"],
+                "properties": {
+                    "model": {"type": "string", "enum": sorted(MODEL_OPTIONS),
+                              "description": TRAINING_DOCS["model"]},
+                    "model_options": {"type": "object",
+                                      "description": TRAINING_DOCS["model_options"]}}}}
+        elif f.name == "architecture_assignment":
+            from pflrepro.training import ASSIGNMENTS
+
+            entry = {"type": "string", "enum": list(ASSIGNMENTS)}
         elif f.name in ("optimizer",):
             entry = {"type": "string", "enum": ["adam", "sgd"]}
         elif f.name == "device":

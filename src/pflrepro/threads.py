@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -23,12 +23,14 @@ T = TypeVar("T")
 
 
 class ClientThreads:
-    """Runs per-client functions on ``workers`` threads; one model instance per thread."""
+    """Runs per-client functions on ``workers`` threads; model instances per thread."""
 
-    def __init__(self, model: nn.Module, workers: int = 1) -> None:
+    def __init__(self, model: nn.Module | Sequence[nn.Module], workers: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.model = model
+        #: The models (one per architecture of the run; the first is :attr:`model`).
+        self.models = [model] if isinstance(model, nn.Module) else list(model)
+        self.model = self.models[0]
         self.workers = workers
         self._pool: ThreadPoolExecutor | None = None
         self._nets = threading.local()
@@ -36,16 +38,23 @@ class ClientThreads:
 
     @property
     def net(self) -> nn.Module:
-        """The model instance of the calling thread.
+        """The calling thread's instance of the (first) model; see :meth:`net_of`."""
+        return self.net_of(0)
+
+    def net_of(self, arch: int) -> nn.Module:
+        """The calling thread's instance of model ``arch``.
 
         ``functional_call`` swaps a module's tensors in and out, so each client thread
-        (:meth:`map_clients`) has its own copy; all have the same structure.
+        (:meth:`map_clients`) has its own copies; they have the structure of the originals.
         """
         if threading.get_ident() == self._owner:
-            return self.model
-        net = getattr(self._nets, "model", None)
+            return self.models[arch]
+        nets = getattr(self._nets, "models", None)
+        if nets is None:
+            nets = self._nets.models = {}
+        net = nets.get(arch)
         if net is None:
-            net = self._nets.model = copy.deepcopy(self.model)
+            net = nets[arch] = copy.deepcopy(self.models[arch])
         return net
 
     def map_clients(self, fn: Callable[[int], T], clients: Iterable[int]) -> Iterator[T]:

@@ -31,7 +31,23 @@ TRAINING_DOCS: dict[str, str] = {
                        "m = max(1, round(C * K)) clients drawn uniformly without "
                        "replacement, seeded by (seed, round). Only methods that support "
                        "partial participation accept C < 1 (the config check says which).",
+    "architectures": "Model heterogeneity: a list of {model, model_options} from the "
+                     "smallest to the largest model; each client gets one (drawn by "
+                     "architecture_assignment, seeded, recorded per client as the metric "
+                     "'architecture') and 'model'/'model_options' above are not used. "
+                     "Empty (default): every client runs 'model'. Only methods that "
+                     "support heterogeneous models accept two or more (the config check "
+                     "says which).",
+    "architecture_assignment": "How clients get their architecture: 'data_size' (PerFed-CKT "
+                               "Fig. 2a: a larger model with probability growing with the "
+                               "client's data size; client k climbs each of the A-1 steps "
+                               "from the smallest model with probability n_k / max_j n_j, so "
+                               "its expected rank is proportional to its data size) or "
+                               "'uniform' (each architecture with probability 1/A).",
 }
+
+#: The ways clients get their architecture (``training.architecture_assignment``).
+ASSIGNMENTS = ("data_size", "uniform")
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,8 @@ class TrainingConfig:
     client_training: str = "auto"
     client_chunk: int = 0
     client_fraction: float = 1.0
+    architectures: tuple[Mapping[str, Any], ...] = ()
+    architecture_assignment: str = "data_size"
 
     def __post_init__(self) -> None:
         positive = ("rounds", "batch_size", "eval_every", "eval_batch_size")
@@ -74,6 +92,36 @@ class TrainingConfig:
         if not 0.0 < self.client_fraction <= 1.0:
             raise ValueError(f"training.client_fraction must lie in (0, 1], got "
                              f"{self.client_fraction}")
+        if self.architecture_assignment not in ASSIGNMENTS:
+            raise ValueError(f"training.architecture_assignment must be one of "
+                             f"{list(ASSIGNMENTS)}, got {self.architecture_assignment!r}")
+        if not isinstance(self.architectures, list | tuple):
+            raise ValueError(f"training.architectures must be a list of {{model, "
+                             f"model_options}}, got {self.architectures!r}")
+        archs = []
+        for i, arch in enumerate(self.architectures):
+            if not isinstance(arch, Mapping) or "model" not in arch or (
+                    set(arch) - {"model", "model_options"}):
+                raise ValueError(f"training.architectures[{i}] must be a mapping with 'model' "
+                                 f"and optionally 'model_options', got {arch!r}")
+            archs.append({"model": str(arch["model"]),
+                          "model_options": dict(arch.get("model_options") or {})})
+        object.__setattr__(self, "architectures", tuple(archs))
+
+    @property
+    def models(self) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+        """The run's architectures as (model, model_options), smallest first.
+
+        ``architectures`` when given, else the one ``(model, model_options)``.
+        """
+        if self.architectures:
+            return tuple((a["model"], a["model_options"]) for a in self.architectures)
+        return ((self.model, self.model_options),)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether clients may run different architectures (two or more listed)."""
+        return len(self.architectures) > 1
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainingConfig:
@@ -88,4 +136,10 @@ class TrainingConfig:
         """Plain-dict form (JSON-serialisable)."""
         out = dataclasses.asdict(self)
         out["model_options"] = dict(self.model_options)
+        if self.architectures:
+            out["architectures"] = [{"model": a["model"],
+                                     "model_options": dict(a["model_options"])}
+                                    for a in self.architectures]
+        else:  # homogeneous: the spec (and its digest) as before these keys existed
+            del out["architectures"], out["architecture_assignment"]
         return out

@@ -21,6 +21,7 @@ from pflrepro.data.datasets import DATASETS
 
 if TYPE_CHECKING:
     from pflrepro.reporting.claims import Claim
+    from pflrepro.reporting.paper import PaperCell
 
 
 
@@ -66,6 +67,9 @@ AGGREGATE = "results/aggregate/{experiment}.parquet"
 TABLE = "results/tables/{experiment}.{ext}"
 #: An experiment's communication table (``pflrepro.reporting.communication``).
 COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
+#: An experiment's compute-cost table and its projection of the paper-scale grid
+#: (``pflrepro.reporting.cost``; ``kind``: ``cost`` or ``cost-projection``).
+COST_TABLE = "results/tables/{experiment}-{kind}.{ext}"
 #: A combined table of the config's ``tables`` (the ``table`` wildcard).
 COMBINED_TABLE = pattern(TABLE, experiment="{table}")
 FIGURE = "figures/{experiment}-{kind}.{ext}"
@@ -79,6 +83,7 @@ FIGURE_KIND_PATTERNS: Mapping[str, str] = {
     "client_weights": "client{client}-weights",
     "distances": "distances",
     "communication": "communication",
+    "architectures": "architectures",
 }
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
@@ -140,6 +145,8 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
         if figure == "weights":
             kinds += [pattern(kind, method=m) for m in weighted]
             kinds += [pattern(CLUSTERS_KIND, method=m) for m in clustered_methods(cfg, experiment)]
+            kinds += [pattern(kind_, method=m) for m in expert_methods(cfg, experiment)
+                      for kind_ in (GATES_KIND, POSTERIOR_KIND)]
         elif figure == "client_accuracy" or (figure == "client_weights" and weighted):
             kinds.append(pattern(kind, client=exp.focus_client))
         elif figure == "distances" and not any(
@@ -147,16 +154,30 @@ def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
             raise ValueError(f"experiment {experiment!r} asks for the 'distances' figure "
                              f"but none of its methods logs model distances "
                              f"(algorithms {list(recording(R.MODEL_DISTANCE))})")
-        elif figure in ("accuracy", "distances", "communication"):
+        elif figure == "architectures" and not exp.training.heterogeneous:
+            raise ValueError(f"experiment {experiment!r} asks for the 'architectures' figure "
+                             f"but its clients share one model (training.architectures "
+                             f"lists fewer than two)")
+        elif figure in ("accuracy", "distances", "communication", "architectures"):
             kinds.append(kind)
     return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
             for k in kinds for ext in ("pdf", "png")]
+
+
+def architecture_names(cfg: WorkflowConfig, experiment: str) -> str:
+    """JSON ``{index: "model {options}"}`` of an experiment's architectures (figure legends)."""
+    import json
+
+    models = cfg.experiments[experiment].training.models
+    return json.dumps({str(i): f"{name} {json.dumps(dict(options), sort_keys=True)}"
+                       if options else name for i, (name, options) in enumerate(models)})
 
 
 def experiment_targets(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Table files and figures of one experiment."""
     out = [TABLE.format(experiment=experiment, ext=ext) for ext in ("md", "tex", "csv")]
     out += [COMMUNICATION_TABLE.format(experiment=experiment, ext=ext) for ext in ("md", "csv")]
+    out += cost_targets(experiment)
     return out + figure_paths(cfg, experiment)
 
 
@@ -406,9 +427,121 @@ def clusters_figure_pattern(ext: str) -> str:
     return pattern(FIGURE, kind=CLUSTERS_KIND, ext=ext)
 
 
+#: FIGURE's ``kind`` of FedMix's figures, each client's mean gate per expert and the
+#: global q(z | y) (``{method}`` is a wildcard of their plot rules). Like the cluster
+#: figure they have no ``figures`` entry of their own: an experiment that asks for
+#: ``weights`` gets both for each method whose algorithm records the gate masses.
+GATES_KIND = "gates-{method}"
+POSTERIOR_KIND = "posterior-{method}"
+
+
+def kind_figure_pattern(kind: str, ext: str) -> str:
+    """A plot rule's output for FIGURE kind ``kind`` (e.g. :data:`GATES_KIND`), wildcards kept."""
+    return pattern(FIGURE, kind=kind, ext=ext)
+
+
+def expert_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Methods of ``experiment`` whose algorithm records gate masses over experts (FedMix)."""
+    from pflrepro.algorithms.fedmix import GATE_MASS
+
+    return [m for m in cfg.experiments[experiment].methods
+            if cfg.methods[m].algorithm in recording(GATE_MASS)]
+
+
 def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Methods of ``experiment`` whose algorithm records each client's cluster id."""
     from pflrepro.algorithms.clustered_fl import CLUSTER
 
     return [m for m in cfg.experiments[experiment].methods
             if cfg.methods[m].algorithm in recording(CLUSTER)]
+
+
+# ------------------------------------------------------------------ compute cost
+def cost_targets(experiment: str) -> list[str]:
+    """The cost table (Markdown, CSV) and projection CSV of one experiment."""
+    return [COST_TABLE.format(experiment=experiment, kind="cost", ext=ext)
+            for ext in ("md", "csv")] + [
+        COST_TABLE.format(experiment=experiment, kind="cost-projection", ext="csv")]
+
+
+def _job_paths(cfg: WorkflowConfig, experiment: str, template: str) -> list[str]:
+    return [template.format(experiment=k.experiment, partition=k.partition, method=k.method,
+                            split=k.split, seed=k.seed)
+            for method in cfg.experiments[experiment].methods
+            for k in cfg.runs(experiment, method)]
+
+
+def cost_inputs(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Run tables of every job of ``experiment``, in the order of :func:`cost_args`."""
+    return _job_paths(cfg, experiment, RUN)
+
+
+def cost_args(cfg: WorkflowConfig, experiment: str) -> str:
+    """``--benchmarks ... --logs ... --training JSON`` of the cost job (shell-quoted).
+
+    The benchmark records and logs are written by the train jobs that write the runs
+    (the cost rule's inputs), so they exist when the runs do; they are arguments, not
+    inputs, since Snakemake tracks neither as an output.
+    """
+    import shlex
+
+    training = canonical_json(cfg.experiments[experiment].training.to_dict())
+    return " ".join(["--benchmarks", *_job_paths(cfg, experiment, BENCHMARK),
+                     "--logs", *_job_paths(cfg, experiment, TRAIN_LOG),
+                     "--training", shlex.quote(training)])
+
+
+# --------------------------------------------------------------------------- report
+#: The papers' own numbers (:mod:`pflrepro.reporting.paper`), relative to the Snakefile.
+PAPER_NUMBERS_FILE = "config/paper_numbers.csv"
+#: A paper-vs-ours table; ``{paper_table}`` is the numbers file's ``table_id``, with
+#: ``_cpu`` at the CPU scale (:func:`pflrepro.reporting.paper.output_name`).
+PAPER_TABLE = "results/tables/{paper_table}-paper.{ext}"
+#: Caption templates of the report (Jinja + reStructuredText), relative to the rule
+#: files in workflow/rules, as ``report(caption=...)`` takes them.
+REPORT_CAPTION = "../report/{kind}.rst"
+#: A Markdown table of ``results/tables`` as an HTML page, for ``snakemake --report``.
+REPORT_TABLE = "results/report/{name}.html"
+REPORT_TABLE_SOURCE = "results/tables/{name}.md"
+_TABLE_MD = re.compile(r"^results/tables/([^/]+)\.md$")
+
+
+def paper_tables(cfg: WorkflowConfig, cells: Sequence[PaperCell]) -> dict[str, str]:
+    """Paper-vs-ours tables of the selected scale: output name -> the numbers' table id.
+
+    Those with a row whose experiment at that scale is in the config.
+    """
+    from pflrepro.reporting.paper import tables_at
+
+    return tables_at(cells, cfg.scale, chosen_experiments(cfg))
+
+
+def paper_table_experiments(cfg: WorkflowConfig, cells: Sequence[PaperCell],
+                            name: str) -> list[str]:
+    """Experiments of the config that the paper-vs-ours table ``name`` reads."""
+    from pflrepro.reporting.paper import table_experiments
+
+    table_id = paper_tables(cfg, cells)[name]
+    return [e for e in table_experiments(cells, table_id, cfg.scale) if e in cfg.experiments]
+
+
+def paper_table_inputs(cfg: WorkflowConfig, cells: Sequence[PaperCell], name: str) -> list[str]:
+    """Aggregates the paper-vs-ours table ``name`` reads."""
+    return [AGGREGATE.format(experiment=e) for e in paper_table_experiments(cfg, cells, name)]
+
+
+def report_targets(cfg: WorkflowConfig, claims: Sequence[Claim],
+                   cells: Sequence[PaperCell]) -> list[str]:
+    """The paper-vs-ours tables and the HTML page of every Markdown table of ``all``."""
+    names = paper_tables(cfg, cells)
+    out = [PAPER_TABLE.format(paper_table=n, ext=ext) for n in names for ext in ("md", "csv")]
+    tables = [m.group(1) for t in all_targets(cfg, claims) + out
+              if (m := _TABLE_MD.match(t))]
+    return out + [REPORT_TABLE.format(name=t) for t in dict.fromkeys(tables)]
+
+
+def report_table_names(targets: Iterable[str]) -> list[str]:
+    """Names of the report's table pages among ``targets`` (:data:`REPORT_TABLE`)."""
+    pattern_ = re.compile(r"^results/report/([^/]+)\.html$")
+    return [m.group(1) for t in targets if (m := pattern_.match(t))]
+

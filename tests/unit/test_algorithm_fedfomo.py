@@ -492,3 +492,29 @@ def test_invalid_for_engine():
         _alg(data=make_data(n_train=(5, 1), n_test=(1, 1)))
     with pytest.raises(ValueError, match="empty validation"):
         _alg({"val_fraction": 0.95})
+
+
+def test_partial_participation_only_the_sampled_mix_train_and_talk():
+    e, alg = _alg(client_fraction=0.5, lr=0.3)
+    state, _ = alg.round(alg.init(), 1)
+    before = {k: clone(state[k]) for k in ("params", "opt", "previous", "affinity")}
+    e.traffic.up[:] = 0
+    e.traffic.down[:] = 0
+    chosen = e.participants(2)
+    others = [k for k in range(4) if k not in chosen]
+    assert len(chosen) == 2
+    state, losses = alg.round(state, 2)
+    assert np.isnan(losses[others]).all() and np.isfinite(losses[chosen]).all()
+    for k in others:  # untouched: model, optimiser, φ, affinities, weights row
+        assert_params_close(take(state["params"], k), take(before["params"], k),
+                            atol=0, rtol=0)
+        assert_params_close(take(state["previous"], k), take(before["previous"], k),
+                            atol=0, rtol=0)
+        assert state["opt"]["step"][k] == before["opt"]["step"][k]
+        assert torch.equal(state["affinity"][k], before["affinity"][k])
+        assert not state["weights"][k].any()
+    for k in chosen:  # trained this round, from a mix of all three others' models
+        assert state["opt"]["step"][k] > before["opt"]["step"][k]
+    assert (e.traffic.up[others] == 0).all() and (e.traffic.down[others] == 0).all()
+    assert e.traffic.up[chosen].tolist() == [e.model_size] * 2
+    assert e.traffic.down[chosen].tolist() == [3 * e.model_size] * 2

@@ -15,7 +15,6 @@ from _fl_helpers import (
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.perfedckt import PerFedCKT, cluster_soft_decisions, nearest
-from pflrepro.params import take
 
 SIX = dict(n_train=(4, 2, 3, 5, 4, 3), n_test=(1,) * 6, public=8)
 
@@ -28,22 +27,18 @@ def _alg(params=None, data=None, **training):
 def test_one_cluster_no_distillation_is_local_training_of_the_sampled():
     e, alg = _alg({"clusters": 1, "lam": 0.0}, client_fraction=0.5, lr=0.3)
     state = alg.init()
-    expected = {"params": clone(state["params"]), "opt": clone(state["opt"])}
+    expected = {"params": [clone(p) for p in state["params"]],
+                "opt": [clone(o) for o in state["opt"]]}
     for rnd in (1, 2, 3):
         chosen = e.participants(rnd)
         assert len(chosen) == 3
         for k in chosen:
-            p, o, _ = e.train_client(take(expected["params"], k), take(expected["opt"], k),
-                                     k, rnd)
-            for n in p:
-                expected["params"][n][k] = p[n]
-            for n in o:
-                expected["opt"][n][k] = o[n]
+            expected["params"][k], expected["opt"][k], _ = e.train_client(
+                expected["params"][k], expected["opt"][k], k, rnd)
         state, losses = alg.round(state, rnd)
         assert np.isnan(losses[[k for k in range(6) if k not in chosen]]).all()
     for k in range(6):  # the unsampled kept their models, the sampled trained alone
-        assert_params_close(take(state["params"], k), take(expected["params"], k),
-                            atol=0, rtol=0)
+        assert_params_close(state["params"][k], expected["params"][k], atol=0, rtol=0)
 
 
 def test_kmeans_of_soft_decisions_by_hand():
@@ -77,28 +72,28 @@ def test_second_round_distills_towards_the_nearest_centroid():
     state, _ = alg.round(alg.init(), 1)  # everyone sampled (C = 1); centroids exist now
     assert bool(state["has_centroids"]) and state["sampled"].all()
     centroids = state["centroids"].clone()
-    before = clone(state["params"])
+    before = [clone(p) for p in state["params"]]
     state, _ = alg.round(state, 2)
     for k in range(6):
-        p = take(before, k)
+        p = before[k]
         target = centroids[nearest(centroids, e.probs(p, e.data.public))]
         private = e.minibatches(k, 2, "local", 2)
         public = alg.public_batches(k, 2, 2)
         for idx, rows in zip(private, public, strict=True):
             p = _manual_distill_step(p, e.data.x[idx], e.data.y[idx], e.data.public[rows],
                                      target[rows], lr, lam)
-        assert_params_close(take(state["params"], k), p)
+        assert_params_close(state["params"][k], p)
 
 
 def test_round_one_and_new_clients_train_without_the_term():
     # round 1: no centroids; every client trains alone whatever λ is
     e, alg = _alg({"clusters": 2, "lam": 5.0}, lr=0.3)
     state = alg.init()
-    start = clone(state["params"])
+    start = [clone(p) for p in state["params"]]
     state, _ = alg.round(state, 1)
     for k in range(6):
-        ref, _, _ = e.train_client(take(start, k), e.init_opt(take(start, k)), k, 1)
-        assert_params_close(take(state["params"], k), ref, atol=0, rtol=0)
+        ref, _, _ = e.train_client(start[k], e.init_opt(start[k]), k, 1)
+        assert_params_close(state["params"][k], ref, atol=0, rtol=0)
 
 
 def test_traffic_is_soft_decisions_not_parameters():
@@ -121,7 +116,7 @@ def test_predict_checks_and_settings():
     state, _ = alg.round(alg.init(), 1)
     x = e.data.x[e.data.test[2]]
     torch.testing.assert_close(alg.predict(state, 2, x, 1),
-                               e.probs(take(state["params"], 2), x))
+                               e.probs(state["params"][2], x))
     with pytest.raises(ValueError, match="clusters = 4 exceeds the 3 clients sampled"):
         _alg({"clusters": 4}, client_fraction=0.5)[1].init()
     no_public = make_engine(make_data(n_train=(2, 2), n_test=(1, 1)))
@@ -129,3 +124,22 @@ def test_predict_checks_and_settings():
         PerFedCKT(no_public, parse_hyper(PerFedCKT, {})).init()
     with pytest.raises(ValueError, match="lam"):
         parse_hyper(PerFedCKT, {"lam": -1.0})
+
+
+def test_heterogeneous_clients_distill_across_architectures():
+    # two architectures: a linear model and a 3-unit MLP; soft decisions are what
+    # crosses, so both kinds cluster together and each trains its own model
+    archs = [{"model": "mlp", "model_options": {"hidden": []}},
+             {"model": "mlp", "model_options": {"hidden": [3]}}]
+    e, alg = _alg({"clusters": 2, "lam": 0.5}, architectures=archs,
+                  architecture_assignment="uniform", lr=0.2)
+    assert e.heterogeneous and set(e.arch_of) == {0, 1}
+    state = alg.init()
+    for k in range(6):
+        assert e.arch_index(state["params"][k]) == e.arch_of[k]
+    for rnd in (1, 2):
+        state, losses = alg.round(state, rnd)
+        assert np.isfinite(losses).all()
+    for k in range(6):
+        assert e.arch_index(state["params"][k]) == e.arch_of[k]
+        assert alg.predict(state, k, e.data.x[e.data.test[k]], 2).shape == (1, 2)

@@ -51,7 +51,8 @@ def _per_client(frame, rnd, metric):
 SERVER = {"fedavg": (1, 1), "fedavg_plus": (1, 1), "fedprox": (1, 1), "fedprox_ft": (1, 1),
           "apfl": (1, 1), "clustered_fl": (1, 1), "fedamp": (1, 1), "heurfedamp": (1, 1),
           "ditto": (1, 1), "scaffold": (2, 2), "local": (0, 0), "fedem": (4, 4),
-          "fedfomo": (1, K - 1), "hypcluster": (1, 3), "per_fedavg": (1, 1)}
+          "fedfomo": (1, K - 1), "hypcluster": (1, 3), "per_fedavg": (1, 1),
+          "feddf": (1, 1)}  # FedDF's distillation is server-side: no traffic
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -73,6 +74,12 @@ def test_every_method_reports_its_traffic_every_round(name):
             m = ALGORITHMS[name].Hyper().neighbors
             assert sum(up) == sum(down) == K * m * (2 * p + 1)  # model, gradient + w_ij
             assert all(d >= m * p for d in down)
+            continue
+        if name == "fedmix":  # K experts each way; per-class sums + counts up, q down
+            experts = ALGORITHMS[name].Hyper().experts
+            c = engine.data.num_classes
+            assert up == [experts * p + c * experts + c] * K
+            assert down == [experts * p + c * experts] * K
             continue
         assert name in SERVER, f"no traffic formula for {name!r} in this test"
         assert up == [SERVER[name][0] * p] * K and down == [SERVER[name][1] * p] * K

@@ -133,6 +133,23 @@ CASES: list[tuple[str, Mutate, str]] = [
                 _exp(c)["methods"].append("ckt"), _exp(c).pop("public", None)),
      r"experiments\.tiny\.public: method 'ckt' \(algorithm perfedckt\) distills on an "
      r"unlabeled public set"),
+    # model heterogeneity only for the methods that accept several architectures
+    ("architectures_federico",
+     lambda c: c["training"].update(architectures=[{"model": "mlp"},
+                                                   {"model": "mlp",
+                                                    "model_options": {"hidden": [4]}}]),
+     r"training\.architectures: method '\w+' \(algorithm \w+\) needs one "
+     r"architecture for every client .* accept several: \[.*'feddf'.*'perfedckt'"),
+    ("architecture_bad_option",
+     lambda c: c["training"].update(architectures=[{"model": "mlp",
+                                                    "model_options": {"hidden": "x"}}]),
+     r"training\.architectures\[0\]: model_options\.hidden"),
+    ("architecture_unknown_model",
+     lambda c: c["training"].update(architectures=[{"model": "vgg19"}]),
+     r"architectures"),
+    ("architecture_assignment_unknown",
+     lambda c: c["training"].update(architecture_assignment="random"),
+     r"architecture_assignment"),
     ("client_fraction_zero", lambda c: c["training"].update(client_fraction=0.0),
      r"client_fraction must lie in \(0, 1\]"),
     # schema errors: short, naming the key

@@ -445,3 +445,82 @@ def test_participants_all_by_default_else_a_seeded_sample():
     assert make_engine(data, client_fraction=0.25, seed=2).participants(7) != picks[6] or \
         make_engine(data, client_fraction=0.25, seed=2).participants(8) != picks[7]
     assert make_engine(data, client_fraction=0.01).participants(1).__len__() == 1
+
+
+# ---------------------------------------------------------------------- architectures
+
+ARCHS = [{"model": "mlp", "model_options": {"hidden": []}},
+         {"model": "mlp", "model_options": {"hidden": [3]}},
+         {"model": "mlp", "model_options": {"hidden": [5]}}]
+
+
+def test_one_architecture_by_default():
+    e = make_engine()
+    assert not e.heterogeneous and e.arch_of == [0, 0, 0]
+    assert e.model_sizes == [e.model_size] and e.model_size == 2 * 2 + 2
+    assert e.arch_index(e.init_params()) == 0
+
+
+def test_data_size_assignment_climbs_with_probability_n_over_max():
+    # 40 clients: half with 40 samples (climb probability 1: always the largest), half
+    # with 1 (probability 1/40 per step): the draw is seeded per (seed, client)
+    sizes = (40, 1) * 20
+    data = make_data(n_train=sizes, n_test=(1,) * 40)
+    e = make_engine(data, architectures=ARCHS)
+    assert e.heterogeneous and len(e.models) == 3
+    assert all(e.arch_of[k] == 2 for k in range(0, 40, 2))
+    small = [e.arch_of[k] for k in range(1, 40, 2)]
+    assert small.count(0) >= 15  # P(rank 0) = (39/40)^2 ≈ 0.95 for each
+    # by hand: client k's rank counts its two uniforms below n_k / max n
+    from pflrepro.seeding import SETUP_ROUND, torch_generator
+    for k in range(40):
+        u = torch.rand(2, generator=torch_generator(0, SETUP_ROUND, k, "architecture"),
+                       dtype=torch.float64)
+        assert e.arch_of[k] == int((u < sizes[k] / 40).sum())
+    assert make_engine(data, architectures=ARCHS).arch_of == e.arch_of  # seeded
+    assert make_engine(data, architectures=ARCHS, seed=1).arch_of != e.arch_of
+
+
+def test_clients_models_follow_their_architecture():
+    data = make_data(n_train=(4, 2, 3, 5), n_test=(1,) * 4)
+    e = make_engine(data, architectures=ARCHS, architecture_assignment="uniform")
+    params, opts = e.client_models()
+    assert [e.arch_index(p) for p in params] == e.arch_of
+    assert e.model_sizes == [6, 2 * 3 + 3 + 3 * 2 + 2, 2 * 5 + 5 + 5 * 2 + 2]
+    for k, p in enumerate(params):
+        assert e.model_size_of(k) == e.model_sizes[e.arch_of[k]]
+        assert e.probs(p, data.x[data.test[k]]).shape == (1, 2)
+        trained, _, loss = e.train_client(p, opts[k], k, 1)
+        assert e.arch_index(trained) == e.arch_of[k] and math.isfinite(loss)
+    with pytest.raises(ValueError, match="client_models"):
+        e.client_init()
+    with pytest.raises(ValueError, match="no architecture of this run"):
+        e.arch_index({W: torch.zeros(7, 2)})
+    with pytest.raises(ValueError, match="same parameter names and shapes"):
+        make_engine(architectures=[ARCHS[1], ARCHS[1]])
+
+
+def test_heterogeneous_runs_record_each_clients_architecture():
+    data = make_data(n_train=(4, 2, 3, 5), n_test=(1,) * 4)
+    e = make_engine(data, architectures=ARCHS, architecture_assignment="uniform", rounds=1)
+
+    class Own(Algorithm):
+        name, summary = "own", "own"
+
+        def init(self):
+            return {"params": e.client_models()[0]}
+
+        def round(self, state, rnd):
+            return state, np.zeros(4)
+
+        def predict(self, state, client, x, rnd):
+            return e.probs(state["params"][client], x)
+
+    frame = e.run(Own(e, None)).to_frame(
+        {c: "x" if "seed" not in c else 0 for c in R.CONFIG_COLUMNS})
+    r0 = frame[frame["round"] == 0].set_index(["client", "metric"])["value"]
+    for k in range(4):
+        assert r0[(k, R.ARCHITECTURE)] == e.arch_of[k]
+        assert r0[(k, R.MODEL_SIZE)] == e.model_size_of(k)
+    plain = make_engine(_eval_data(), rounds=1)
+    assert R.ARCHITECTURE not in plain.run(FixedPrediction(plain, PROBS, [1.0, 1.0])).metrics

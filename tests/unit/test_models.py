@@ -71,3 +71,19 @@ def test_declared_options_match_the_builders():
     for name, builder in MODELS.items():
         params = set(inspect.signature(builder).parameters) - {"in_shape", "num_classes"}
         assert params == set(MODEL_OPTIONS[name]), name
+
+
+@pytest.mark.parametrize(("name", "convs"), [("vgg11", 8), ("vgg13", 10)])
+def test_vgg_for_small_images(name, convs):
+    torch.manual_seed(0)
+    model = build_model(name, (3, 32, 32), 10)
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert sum(isinstance(m, nn.Conv2d) for m in model.modules()) == convs
+    assert list(model.buffers()) == []  # no batch norm: parameter-only
+    assert not any(getattr(m, "inplace", False) for m in model.modules())
+    # 32x32 -> 1x1 after five pools: one linear head on 512 features
+    assert dict(model.named_parameters())["head.1.weight"].shape == (10, 512)
+    grey = build_model(name, (1, 32, 32), 10)
+    assert grey(torch.randn(2, 1, 32, 32)).shape == (2, 10)
+    with pytest.raises(ValueError, match="at least 32x32"):
+        build_model(name, (1, 28, 28), 10)

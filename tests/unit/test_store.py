@@ -147,20 +147,39 @@ def test_load_extras(tmp_path):
     x, y = toy()
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
     assert load_extras(tmp_path) == {}
+    assert "extras_sha256" not in json.loads((tmp_path / "meta.json").read_text())
     writer = np.arange(50) % 7
-    np.save(tmp_path / "writer.npy", writer)
+    np.save(tmp_path / "writer.npy", writer)  # extras are written before meta.json
     np.save(tmp_path / "domain.npy", np.arange(50) % 4)
+    meta = write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255,
+                         source="test")
+    assert sorted(meta.extras_sha256) == ["domain", "writer"]
     (tmp_path / ".writer.npy.abc.tmp").write_bytes(b"partial")  # an unfinished atomic write
     extras = load_extras(tmp_path / "meta.json")
     assert sorted(extras) == ["domain", "writer"]
     assert isinstance(extras["writer"], np.memmap)
     np.testing.assert_array_equal(extras["writer"], writer)
+    assert load_dataset(tmp_path).meta.extras_sha256 == meta.extras_sha256
+
+
+def test_load_extras_checks_their_sums(tmp_path):
+    x, y = toy()
+    np.save(tmp_path / "writer.npy", np.arange(50) % 7)
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    np.save(tmp_path / "writer.npy", np.arange(50) % 5)  # changed after meta.json
+    with pytest.raises(CorruptDataset, match=r"writer\.npy: sha256 .* delete the folder"):
+        load_extras(tmp_path)
+    assert sorted(load_extras(tmp_path, verify=False)) == ["writer"]
+    np.save(tmp_path / "domain.npy", np.arange(50) % 4)  # never recorded
+    np.save(tmp_path / "writer.npy", np.arange(50) % 7)
+    with pytest.raises(CorruptDataset, match=r"domain\.npy: .* records no sha256"):
+        load_extras(tmp_path)
 
 
 def test_load_extras_refuses_pickles(tmp_path):
     np.save(tmp_path / "bad.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError):
-        load_extras(tmp_path)
+        load_extras(tmp_path, verify=False)
 
 
 def test_load_extras_missing_directory(tmp_path):

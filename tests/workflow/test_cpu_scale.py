@@ -57,6 +57,12 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     "federico_fig6c_cpu-client0-weights",             # Fig. 7
     "fedamp_practical_fashion_cpu-distances",         # FedAMP model distances
     "perfedckt_table1_cpu-communication",             # accuracy vs communication
+    "perfedckt_table2_cpu-architectures",             # PerFed-CKT Fig. 2a
+    "fedmix_rotated_cpu-gates-fedmix",                # FedMix gates, clients x experts
+    "fedmix_rotated_cpu-posterior-fedmix",            # FedMix q(z|y), classes x experts
+    "fedmix_label_permutation_cpu-gates-fedmix",
+    "fedmix_label_permutation_cpu-posterior-fedmix",
+    "fedmix_label_skew_cpu-posterior-fedmix",
 ])
 def test_every_figure_is_built(cpu_scale: Path, figure: str) -> None:
     for ext in ("pdf", "png"):
@@ -111,8 +117,9 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
 
 def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table1_cpu_both.csv")
-    methods = {"local", "fedavg", "fedprox", "scaffold", "per_fedavg", "ditto", "hypcluster",
-               "perfedckt_c1", "perfedckt_c2", "perfedckt", "perfedckt_c4", "perfedckt_c5"}
+    methods = {"local", "fedavg", "fedprox", "scaffold", "feddf", "per_fedavg", "fedfomo_m5",
+               "ditto", "hypcluster", "perfedckt_c1", "perfedckt_c2", "perfedckt",
+               "perfedckt_c4", "perfedckt_c5"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"perfedckt_table1_cpu", "perfedckt_table1_c15_cpu"}
     for experiment, clients in (("perfedckt_table1_cpu", 5), ("perfedckt_table1_c15_cpu", 8)):
@@ -123,3 +130,39 @@ def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
         assert total["perfedckt"] < total["fedavg"] / 3
         up = comm.set_index("method")["up_per_client_round"]
         assert up["perfedckt"] == pytest.approx(clients * 500 * 10 / 50)
+
+
+def test_perfedckt_table2_heterogeneous_at_cpu_scale(cpu_scale: Path) -> None:
+    table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table2_cpu_both.csv")
+    assert set(table["method"]) == {"feddf", "perfedckt_c1", "perfedckt_c2", "perfedckt",
+                                    "perfedckt_c4", "perfedckt_c5"}
+    runs = pd.read_parquet(cpu_scale / "results/aggregate/perfedckt_table2_cpu.parquet")
+    first = runs[(runs["method"] == "feddf") & (runs["round"] == 0)]
+    arch = first[first["metric"] == "architecture"].set_index("client")["value"]
+    n_train = first[first["metric"] == "n_train"].set_index("client")["value"]
+    assert len(arch) == 50 and set(arch) == {0.0, 1.0, 2.0}
+    # a larger model the more data: the largest clients' mean rank above the smallest's
+    order = n_train.sort_values().index
+    assert arch[order[-10:]].mean() > arch[order[:10]].mean()
+    comm = pd.read_csv(cpu_scale / "results/tables/perfedckt_table2_cpu-communication.csv")
+    total = comm.set_index("method")["total"]
+    assert total["perfedckt"] < total["feddf"]
+
+
+def test_fedmix_table_at_cpu_scale(cpu_scale: Path) -> None:
+    table = pd.read_csv(cpu_scale / "results/tables/fedmix_table_cpu.csv")
+    methods = {"fedavg", "local", "fedmix", "fedmix_k1", "fedmix_k2", "fedmix_k8"}
+    assert set(table["method"]) == methods
+    assert set(table["experiment"]) == {
+        "fedmix_label_skew_cpu", "fedmix_rotated_cpu", "fedmix_rotated_cpu_digits",
+        "fedmix_label_permutation_cpu", "fedmix_label_permutation_cpu_digits"}
+    assert len(table) == len(methods) * 5  # one partition per experiment
+    assert table["mean"].between(0, 100).all()
+    # K = 1 is FedAvg: the same bits on the CPU, so the same accuracies
+    wide = table.pivot(index="experiment", columns="method", values="mean")
+    assert (wide["fedmix_k1"] == wide["fedavg"]).all()
+    # FedMix's traffic: K experts down plus q; the gates are never sent
+    comm = pd.read_csv(cpu_scale / "results/tables/fedmix_rotated_cpu-communication.csv")
+    total = comm.set_index("method")["total"]
+    assert total["fedmix_k1"] == total["fedavg"]
+    assert total["fedavg"] < total["fedmix"] < 5 * total["fedavg"]

@@ -9,6 +9,8 @@ import os
 import pflrepro.workflow as W
 import pflrepro.config as C
 from pflrepro.reporting.claims import ClaimsError, load_claims
+import pflrepro.reporting.report as RP
+from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
 min_version("9.0")
 
@@ -22,7 +24,9 @@ try:
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
-ENV = "../../environment.yml"
+# The rules' conda environment (--use-conda), relative to workflow/rules/; the project
+# itself is installed into it by workflow/envs/pflrepro.post-deploy.sh.
+ENV = "../envs/pflrepro.yaml"
 
 # The papers' claims (config/claims.yaml beside the Snakefile), checked before any job.
 CLAIMS_FILE = os.path.join(workflow.basedir, W.CLAIMS_FILE)
@@ -47,7 +51,8 @@ wildcard_constraints:
 
 
 def all_targets():
-    return W.all_targets(CFG, CLAIMS)
+    # report_targets (report.smk): paper-vs-ours tables and the report's table pages
+    return W.all_targets(CFG, CLAIMS) + report_targets()
 
 
 def run_spec(wildcards):
@@ -98,6 +103,10 @@ def experiment_labels(wildcards):
     return W.display_labels(CFG, [wildcards.experiment])
 
 
+def architecture_names(wildcards):
+    return W.architecture_names(CFG, wildcards.experiment)
+
+
 def weighted_aggregates(wildcards):
     return W.weighted_aggregates(CFG, wildcards.experiment)
 
@@ -140,3 +149,60 @@ def claims_scale(wildcards):
 
 def claims_labels(wildcards):
     return W.display_labels(CFG, W.claims_experiments(CFG, CLAIMS, wildcards.claims))
+
+
+# ------------------------------------------------------------------ report (report.smk)
+# The papers' own numbers (config/paper_numbers.csv beside the Snakefile), checked
+# before any job; they feed the paper-vs-ours tables.
+PAPER_NUMBERS_FILE = os.path.join(workflow.basedir, W.PAPER_NUMBERS_FILE)
+try:
+    PAPER_CELLS = load_paper_numbers(PAPER_NUMBERS_FILE)
+except PaperNumbersError as err:
+    raise WorkflowError(f"Invalid paper numbers file: {err}") from None
+PAPER_TABLES = W.paper_tables(CFG, PAPER_CELLS)
+
+# The report's captions: the templates read them as snakemake.config[RP.CAPTIONS_KEY]
+# (written after the config was checked; jobs never see it).
+config[RP.CAPTIONS_KEY] = RP.report_captions(
+    CFG, CLAIMS, PAPER_CELLS, paper_tables=PAPER_TABLES,
+    table_names=W.report_table_names(W.report_targets(CFG, CLAIMS, PAPER_CELLS)))
+
+
+def report_targets():
+    return W.report_targets(CFG, CLAIMS, PAPER_CELLS)
+
+
+def report_category(wildcards):
+    """Report category (the paper) of a figure of experiment `wildcards.experiment`."""
+    return RP.paper_of(wildcards.experiment, CLAIMS)
+
+
+def report_table_category(wildcards):
+    return RP.table_category(wildcards.name, CFG, CLAIMS, PAPER_CELLS)[0]
+
+
+def report_table_subcategory(wildcards):
+    return RP.table_category(wildcards.name, CFG, CLAIMS, PAPER_CELLS)[1]
+
+
+def report_table_labels(wildcards):
+    return {"output": RP.table_label(wildcards.name, CFG), "name": wildcards.name}
+
+
+def paper_table_inputs(wildcards):
+    return W.paper_table_inputs(CFG, PAPER_CELLS, wildcards.paper_table)
+
+
+def paper_table_id(wildcards):
+    return PAPER_TABLES[wildcards.paper_table]
+
+
+def paper_table_labels(wildcards):
+    return W.display_labels(CFG, W.paper_table_experiments(CFG, PAPER_CELLS,
+                                                            wildcards.paper_table))
+
+
+def figure_report(kind, output="{experiment}", caption=W.REPORT_CAPTION.format(kind="figure")):
+    """report() arguments of an experiment's figure: its paper, experiment and kind."""
+    return dict(caption=caption, category=report_category, subcategory=output,
+                labels={"output": kind, "name": "{experiment}"})

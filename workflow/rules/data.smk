@@ -56,7 +56,9 @@ rule plot_partition:
         partition=W.PARTITION,
     output:
         pdf=W.pattern(W.PARTITION_FIGURE, ext="pdf"),
-        png=W.pattern(W.PARTITION_FIGURE, ext="png"),
+        png=report(W.pattern(W.PARTITION_FIGURE, ext="png"), caption=W.REPORT_CAPTION.format(kind="partition"),
+                   category="Data partitions", subcategory="{dataset}",
+                   labels={"output": "label distribution", "name": "{partition} split {split}"}),
     log:
         "logs/plot_partition/{dataset}/{partition}/split{split}.log",
     conda:

@@ -1,4 +1,8 @@
 # Reporting: tables and figures read only aggregated Parquet, so restyling retrains nothing.
+# `snakemake --report results/report.html` gathers every table (as an HTML page, rule
+# report_table) and figure (PNG) flagged with report(): category = paper, subcategory =
+# experiment or table, captions from workflow/report/*.rst (pflrepro.reporting.report).
+# (The paper numbers, captions and the helpers these rules call: common.smk.)
 
 
 rule table:
@@ -89,7 +93,7 @@ rule plot_accuracy:
         W.AGGREGATE,
     output:
         pdf=W.figure_pattern("accuracy", "pdf"),
-        png=W.figure_pattern("accuracy", "png"),
+        png=report(W.figure_pattern("accuracy", "png"), **figure_report("accuracy vs round")),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -107,7 +111,7 @@ rule plot_weights:
         W.METHOD_AGGREGATE,
     output:
         pdf=W.figure_pattern("weights", "pdf"),
-        png=W.figure_pattern("weights", "png"),
+        png=report(W.figure_pattern("weights", "png"), **figure_report("client weights: {method}")),
     params:
         labels=experiment_labels,
     log:
@@ -124,7 +128,7 @@ rule plot_clusters:
         W.METHOD_AGGREGATE,
     output:
         pdf=W.clusters_figure_pattern("pdf"),
-        png=W.clusters_figure_pattern("png"),
+        png=report(W.clusters_figure_pattern("png"), **figure_report("clusters: {method}")),
     params:
         labels=experiment_labels,
     log:
@@ -142,7 +146,7 @@ rule plot_distances:
         W.AGGREGATE,
     output:
         pdf=W.figure_pattern("distances", "pdf"),
-        png=W.figure_pattern("distances", "png"),
+        png=report(W.figure_pattern("distances", "png"), **figure_report("model distances")),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -161,7 +165,7 @@ rule plot_communication:
         W.AGGREGATE,
     output:
         pdf=W.figure_pattern("communication", "pdf"),
-        png=W.figure_pattern("communication", "png"),
+        png=report(W.figure_pattern("communication", "png"), **figure_report("communication vs accuracy")),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -175,12 +179,30 @@ rule plot_communication:
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
+rule plot_architectures:
+    input:
+        W.AGGREGATE,
+    output:
+        pdf=W.figure_pattern("architectures", "pdf"),
+        png=report(W.figure_pattern("architectures", "png"), **figure_report("architectures")),
+    params:
+        names=architecture_names,
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-architectures.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro plot architectures --aggregate {input} --names {params.names:q}"
+        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
 rule plot_client_accuracy:
     input:
         W.AGGREGATE,
     output:
         pdf=W.figure_pattern("client_accuracy", "pdf"),
-        png=W.figure_pattern("client_accuracy", "png"),
+        png=report(W.figure_pattern("client_accuracy", "png"), **figure_report("client {client} accuracy")),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -199,7 +221,7 @@ rule plot_client_weights:
         weighted_aggregates,
     output:
         pdf=W.figure_pattern("client_weights", "pdf"),
-        png=W.figure_pattern("client_weights", "png"),
+        png=report(W.figure_pattern("client_weights", "png"), **figure_report("client {client} weights")),
     params:
         methods=methods_order,
         labels=experiment_labels,
@@ -211,3 +233,83 @@ rule plot_client_weights:
         "pflrepro plot client-weights --aggregate {input} --client {wildcards.client}"
         " --methods {params.methods} --labels {params.labels:q}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule plot_gates:
+    input:
+        W.METHOD_AGGREGATE,
+    output:
+        pdf=W.kind_figure_pattern(W.GATES_KIND, "pdf"),
+        png=report(W.kind_figure_pattern(W.GATES_KIND, "png"), **figure_report("gates: {method}")),
+    params:
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-gates-{method}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro plot gates --aggregate {input} --method {wildcards.method}"
+        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule plot_posterior:
+    input:
+        W.METHOD_AGGREGATE,
+    output:
+        pdf=W.kind_figure_pattern(W.POSTERIOR_KIND, "pdf"),
+        png=report(W.kind_figure_pattern(W.POSTERIOR_KIND, "png"), **figure_report("q(z|y): {method}")),
+    params:
+        labels=experiment_labels,
+    log:
+        "logs/plot/{experiment}-posterior-{method}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro plot posterior --aggregate {input} --method {wildcards.method}"
+        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+# The papers' numbers beside ours (config/paper_numbers.csv): paper, ours (mean ± std),
+# difference, inside our std; results/tables/<table_id>[_cpu]-paper.{md,csv}.
+rule paper_table:
+    input:
+        numbers=PAPER_NUMBERS_FILE,
+        aggregates=paper_table_inputs,
+    output:
+        md=W.pattern(W.PAPER_TABLE, ext="md"),
+        csv=W.pattern(W.PAPER_TABLE, ext="csv"),
+    params:
+        table=paper_table_id,
+        scale=CFG.scale,
+        labels=paper_table_labels,
+    wildcard_constraints:
+        paper_table=W.alternation(PAPER_TABLES),
+    log:
+        "logs/paper_table/{paper_table}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro paper-vs-ours --numbers {input.numbers} --table {params.table}"
+        " --scale {params.scale} --aggregate {input.aggregates} --labels {params.labels:q}"
+        " --md {output.md} --csv {output.csv} > {log} 2>&1"
+
+
+# Each Markdown table as an HTML page: what `snakemake --report` shows of the tables.
+rule report_table:
+    input:
+        W.REPORT_TABLE_SOURCE,
+    output:
+        report(W.REPORT_TABLE, caption=W.REPORT_CAPTION.format(kind="table"), category=report_table_category,
+               subcategory=report_table_subcategory, labels=report_table_labels),
+    wildcard_constraints:
+        name=r"[^/]+",
+    log:
+        "logs/report_table/{name}.log",
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "pflrepro report-html --md {input} --out {output} --title {wildcards.name:q} > {log} 2>&1"

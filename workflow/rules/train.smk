@@ -2,6 +2,10 @@
 # `params.spec` holds everything that determines the numbers (hyperparameters, training
 # settings, a digest of the method's code), so Snakemake reruns exactly the jobs whose
 # spec changed.
+# While it runs, a job logs one line per evaluated round (accuracy, loss, elapsed, time
+# left) and keeps its curve so far in <run>.partial.parquet beside the output (written at
+# each checkpoint, deleted with the checkpoint once the run's table is written);
+# `pflrepro status` summarises finished, running and failed jobs.
 
 
 rule train:
@@ -28,4 +32,4 @@ rule train:
     shell:
         "pflrepro train --spec {params.spec:q} --data {input.meta} --partition {input.partition}"
         " --checkpoint {output}.ckpt {params.public}"
-        " --threads {threads} --out {output} > {log} 2>&1"
+        " --threads {threads} --partial --out {output} > {log} 2>&1"

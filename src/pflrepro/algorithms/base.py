@@ -82,6 +82,10 @@ class Algorithm(ABC):
     #: Distills on the experiment's unlabeled public set (``engine.data.public``); the
     #: config check rejects an experiment without one.
     needs_public: ClassVar[bool] = False
+    #: Accepts clients of different architectures (``training.architectures`` with two
+    #: or more entries: ``engine.arch_of``, ``engine.client_models``); the config check
+    #: rejects such an experiment for the others.
+    heterogeneous_models: ClassVar[bool] = False
 
     def __init__(self, engine: Engine, hyper: Any) -> None:
         self.engine = engine

@@ -70,6 +70,13 @@ does, so that harmful models fall below untried ones (P_ii is updated too but ne
 used: a client does not download itself). Clients keep their optimiser state across
 rounds (the official code resets it at every update).
 
+Partial participation (``training.client_fraction`` < 1, PerFed-CKT's Table 1): only
+the round's participants (``engine.participants``) download, mix, train and upload;
+the server holds every client's last uploaded model, so a participant's downloads are
+chosen among all other clients as above (a client never sampled yet still offers its
+initial model). The others keep their models, φ, affinities and optimiser states,
+and their row of the round's weights is zero.
+
 Deviations from the official code kept on purpose: it also adds to every client's
 candidates the averages of ``-nf`` sub-federations (spectral clustering of the
 symmetrised affinities) and their global average (``GlobalServer.update_server_models``,
@@ -90,7 +97,7 @@ import torch.nn.functional as F
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
-from pflrepro.params import put, take
+from pflrepro.params import put, put_rows, rows, take
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
 
@@ -182,6 +189,7 @@ class FedFomo(Algorithm):
     summary = "FedFomo (Zhang et al. 2021): clients mix in models that lower their val loss."
     Hyper = FedFomoHyper
     records = (WEIGHT,)
+    partial_participation = True
 
     def __init__(self, engine: Engine, hyper: FedFomoHyper) -> None:
         super().__init__(engine, hyper)
@@ -198,7 +206,9 @@ class FedFomo(Algorithm):
             if n < 2 or not 1 <= n_val <= n - 1:
                 raise ValueError(f"algorithm 'fedfomo': client {k} has {n} training samples; "
                                  f"val_fraction={hyper.val_fraction} leaves an empty "
-                                 f"validation or training part")
+                                 f"validation or training part (it needs at least "
+                                 f"3 training samples at 0.2: raise the partition's "
+                                 f"min_samples, e.g. to 5, or val_fraction)")
             order = torch.randperm(n, generator=torch_generator(engine.seed, SETUP_ROUND, k,
                                                                 "fedfomo_val"))
             self.val.append(idx[order[:n_val].to(idx.device)].sort().values)
@@ -253,9 +263,10 @@ class FedFomo(Algorithm):
 
     # ------------------------------------------------------------------ round
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """Score the candidates on the validation set, mix, update affinities, train."""
+        """Participants score the candidates on their validation set, mix, train."""
         e = self.engine
         k_all = e.num_clients
+        chosen = e.participants(rnd)
         old = {name: v.clone() for name, v in state["params"].items()}
         previous = self.hp.reference == "previous"
         received = self.downloads(state["affinity"], rnd)
@@ -285,15 +296,19 @@ class FedFomo(Algorithm):
                 put(state["previous"], i, mixed)
             put(mixed_all, i, mixed)
 
-        e.threads.run_clients(client, range(k_all))
+        e.threads.run_clients(client, chosen)
         # local training from the mixed models, on each client's non-validation part
-        state["params"], state["opt"], losses = e.train(mixed_all, state["opt"],
-                                                        range(k_all), rnd, pools=self.fit)
+        params, opt, trained = e.train(rows(mixed_all, chosen), rows(state["opt"], chosen),
+                                       chosen, rnd, pools=[self.fit[k] for k in chosen])
+        put_rows(state["params"], chosen, params)
+        put_rows(state["opt"], chosen, opt)
         state["weights"] = weights
         # up: the client's trained model to the server; down: the models it received
-        e.traffic.send_up(range(k_all), e.model_size)
-        for i in range(k_all):
+        e.traffic.send_up(chosen, e.model_size)
+        for i in chosen:
             e.traffic.send_down(i, len(received[i]) * e.model_size)
+        losses = np.full(k_all, np.nan)
+        losses[chosen] = trained
         return state, losses
 
     # ------------------------------------------------------------------ predict

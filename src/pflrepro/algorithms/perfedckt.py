@@ -15,7 +15,9 @@ on an unlabeled public set P instead of parameters. Each round t:
    (scikit-learn, c clusters) on the m flattened matrices and sends the c centroids
    to the next round's sampled clients (c · |P| · N numbers each).
 
-Client k predicts with its own model.
+Client k predicts with its own model. Clients may run different architectures
+(``training.architectures``; the paper's Table 2: VGG13 / VGG11 / CNN by data size):
+only soft decisions on P cross the network, so nothing here depends on the model.
 
 Choices where the text is silent (and this project's issue specifies):
 
@@ -42,7 +44,6 @@ import torch
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import OptState, Params
-from pflrepro.params import put, take
 from pflrepro.seeding import NO_CLIENT, derive_seed
 
 
@@ -92,9 +93,13 @@ class PerFedCKT(Algorithm):
     Hyper = PerFedCKTHyper
     partial_participation = True
     needs_public = True
+    heterogeneous_models = True
 
     def init(self) -> State:
-        """A model and optimiser state per client; no centroids, nobody sampled yet."""
+        """Per-client models and optimiser states (lists: architectures may differ).
+
+        No centroids yet, nobody sampled yet.
+        """
         e = self.engine
         public = e.data.public
         if public is None:
@@ -105,7 +110,8 @@ class PerFedCKT(Algorithm):
             raise ValueError(f"perfedckt: clusters = {self.hp.clusters} exceeds the {m} "
                              f"clients sampled per round (client_fraction "
                              f"{e.cfg.client_fraction} of {e.num_clients})")
-        state: State = e.client_init()
+        params, opt = e.client_models()
+        state: State = {"params": params, "opt": opt}
         shape = (self.hp.clusters, len(public), e.data.num_classes)
         state["centroids"] = torch.zeros(shape, dtype=torch.float32)
         state["has_centroids"] = torch.zeros((), dtype=torch.bool)
@@ -163,14 +169,13 @@ class PerFedCKT(Algorithm):
 
         def client(i: int) -> None:
             k = chosen[i]
-            params = take(state["params"], k)
+            params = state["params"][k]
             target = None
             if has and bool(state["sampled"][k]):
                 target = centroids[nearest(centroids, self.soft_decisions(params))]
-            new, opt, losses[k] = self.local_update(params, take(state["opt"], k), k, rnd,
-                                                    target)
-            put(state["params"], k, new)
-            put(state["opt"], k, opt)
+            new, opt, losses[k] = self.local_update(params, state["opt"][k], k, rnd, target)
+            state["params"][k] = new
+            state["opt"][k] = opt
             sent[i] = self.soft_decisions(new)
 
         e.threads.run_clients(client, range(len(chosen)))
@@ -184,4 +189,4 @@ class PerFedCKT(Algorithm):
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
-        return self.engine.probs(take(state["params"], client), x)
+        return self.engine.probs(state["params"][client], x)

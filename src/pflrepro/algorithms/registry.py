@@ -66,6 +66,8 @@ class AlgorithmInfo:
     partial_participation: bool = False
     #: Needs the experiment's unlabeled public set.
     needs_public: bool = False
+    #: Accepts clients of different architectures (``training.architectures``).
+    heterogeneous_models: bool = False
 
 
 class _Registry(Mapping[str, AlgorithmInfo]):
@@ -85,7 +87,8 @@ class _Registry(Mapping[str, AlgorithmInfo]):
             self._infos = {
                 name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
                                     cls.requires_plain_sgd, tuple(cls.records),
-                                    cls.partial_participation, cls.needs_public)
+                                    cls.partial_participation, cls.needs_public,
+                                    cls.heterogeneous_models)
                 for name, cls in sorted(base.registered().items())}
         return self._infos
 

@@ -51,9 +51,21 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
     """Prepare data set ``name`` into ``out_dir`` (raw files cached in ``raw_dir``)."""
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; known: {sorted(DATASETS)}")
+    from pflrepro.data.download import DownloadError
+
     source = DATASETS[name]
     chosen = tuple(mirrors) if mirrors else source.default_mirrors
-    return source.prepare(Path(out_dir), Path(raw_dir), chosen)
+    try:
+        return source.prepare(Path(out_dir), Path(raw_dir), chosen)
+    except DownloadError as err:
+        if type(err) is not DownloadError:  # checksum, damaged archive: they say their fix
+            raise
+        raise DownloadError(
+            f"{err}\nFix: data set {name!r} is not downloaded yet and no mirror gave it. "
+            f"Where there is network, the next run downloads it; without one, copy its "
+            f"raw files (the one named above and the rest of its manifest) into {raw_dir}, "
+            f"or into a directory listed under data.mirrors.{name} in the config "
+            f"(pflrepro prepare/run: --mirror DIR).", err.failures) from err
 
 
 def _prepare_digits(out_dir: Path, raw_dir: Path, mirrors: Sequence[str]) -> DatasetMeta:

@@ -78,6 +78,9 @@ class Partitioner(ABC):
     scheme: ClassVar[str]
     #: Field documentation, shown in the config schema (field name -> text).
     docs: ClassVar[Mapping[str, str]] = {}
+    #: Integer fields that count labels (label groups, classes per client): the config
+    #: check rejects a value above the data set's number of labels before any job.
+    label_bounded: ClassVar[tuple[str, ...]] = ()
 
     clients: int
     test_fraction: float = 0.2

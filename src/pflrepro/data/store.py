@@ -5,9 +5,10 @@ A prepared data set is a directory holding
 * ``x.npy``: ``uint8`` images, shape ``(N, C, H, W)``;
 * ``y.npy``: ``int64`` labels in ``[0, num_classes)``, shape ``(N,)``;
 * ``meta.json``: name, number of classes, image shape, normalisation constants
-  and the SHA-256 of both arrays;
+  and the SHA-256 of both arrays (and of each extra array);
 * optionally extra per-sample arrays ``<name>.npy`` (``writer.npy`` for FEMNIST,
-  ``domain.npy`` for Office-Home), read by :func:`load_extras`.
+  ``domain.npy`` for Office-Home), written before ``meta.json`` and read, checked
+  against its sums, by :func:`load_extras`.
 
 Arrays are plain ``.npy`` files (never pickled) and open memory-mapped, so the
 engine reads a large set once into memory and a small job reads only what it needs.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,9 @@ class DatasetMeta:
     y_sha256: str
     source: str
     format_version: int = FORMAT_VERSION
+    #: SHA-256 of each extra array ``<name>.npy`` by name (absent from ``meta.json``
+    #: when there is none).
+    extras_sha256: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,12 @@ def write_dataset(
         x_sha256=sha256_file(directory / "x.npy"),
         y_sha256=sha256_file(directory / "y.npy"),
         source=source,
+        extras_sha256={path.stem: sha256_file(path) for path in _extra_files(directory)},
     )
-    write_text(directory / "meta.json", json.dumps(asdict(meta), indent=2) + "\n")
+    record = asdict(meta)
+    if not meta.extras_sha256:  # data sets without extras: meta.json as before the field
+        del record["extras_sha256"]
+    write_text(directory / "meta.json", json.dumps(record, indent=2) + "\n")
     return meta
 
 
@@ -152,20 +160,46 @@ def _directory(directory: str | Path) -> Path:
     return directory.parent if directory.name == "meta.json" else directory
 
 
-def load_extras(directory: str | Path) -> dict[str, np.ndarray]:
+def _extra_files(directory: Path) -> list[Path]:
+    """The extra ``<name>.npy`` files of a data set folder (unfinished writes skipped)."""
+    return [path for path in sorted(directory.glob("*.npy"))
+            if path.name not in _CORE_ARRAYS and not path.name.startswith(".")]
+
+
+def load_extras(directory: str | Path, *, verify: bool = True) -> dict[str, np.ndarray]:
     """Open every extra per-sample array ``<name>.npy`` of a prepared data set.
 
     Returns ``{name: array}`` (memory-mapped, never unpickled) for each ``.npy`` file
     beside ``x.npy``/``y.npy`` other than those two, e.g. ``{"writer": ...}`` for
     FEMNIST and ``{"domain": ...}`` for Office-Home; empty for most data sets.
-    ``directory`` may also be the data set's ``meta.json``.
+    ``directory`` may also be the data set's ``meta.json``. With ``verify`` (the
+    default) each file's SHA-256 must be the one ``meta.json`` records for it
+    (:class:`CorruptDataset`, naming the file and the fix, otherwise): a damaged or
+    foreign extra array would silently change a natural or domain partition.
     """
     directory = _directory(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} not found: prepare the data set first")
-    return {path.stem: np.load(path, mmap_mode="r", allow_pickle=False)
-            for path in sorted(directory.glob("*.npy"))
-            if path.name not in _CORE_ARRAYS and not path.name.startswith(".")}
+    files = _extra_files(directory)
+    if verify and files:
+        meta_path = directory / "meta.json"
+        try:
+            recorded = json.loads(meta_path.read_text(encoding="utf-8")).get(
+                "extras_sha256", {})
+        except (OSError, ValueError) as exc:
+            raise CorruptDataset(f"{meta_path} cannot be read ({type(exc).__name__}: "
+                                 f"{exc}); {_fix(directory)}") from exc
+        for path in files:
+            expected = recorded.get(path.stem)
+            if expected is None:
+                raise CorruptDataset(f"{path}: {meta_path} records no sha256 for it (an "
+                                     f"extra array written after the data set, or a data "
+                                     f"set prepared by an older version); {_fix(directory)}")
+            actual = sha256_file(path)
+            if actual != expected:
+                raise CorruptDataset(f"{path}: sha256 {actual}, but {meta_path} records "
+                                     f"{expected}; {_fix(directory)}")
+    return {path.stem: np.load(path, mmap_mode="r", allow_pickle=False) for path in files}
 
 
 def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:

@@ -72,6 +72,8 @@ MODEL_OPTIONS: Mapping[str, Mapping[str, ModelOption]] = {
         "hidden": ModelOption("int", "Width of the hidden linear layer."),
         "kernel_size": ModelOption("int", "Side of the square conv kernels."),
     },
+    "vgg11": {},  # torchvision's VGG11 conv stack, one linear head, 32x32 inputs
+    "vgg13": {},  # torchvision's VGG13 conv stack, one linear head, 32x32 inputs
 }
 
 
@@ -92,9 +94,9 @@ def check_model_options(name: str, options: Mapping[str, Any]) -> None:
 
 
 def _builders() -> dict[str, Builder]:
-    from pflrepro.models.nets import CNN, MLP
+    from pflrepro.models.nets import CNN, MLP, vgg11, vgg13
 
-    return {"mlp": MLP, "cnn": CNN}
+    return {"mlp": MLP, "cnn": CNN, "vgg11": vgg11, "vgg13": vgg13}
 
 
 def __getattr__(name: str) -> Any:

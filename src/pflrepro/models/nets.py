@@ -53,3 +53,51 @@ class CNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Return logits of shape (batch, num_classes)."""
         return self.head(self.features(x))
+
+
+class VGG(nn.Module):
+    """VGG (Simonyan & Zisserman 2015) for small images: torchvision's conv stack, one linear head.
+
+    The convolution stack is torchvision's (``torchvision.models.vgg.make_layers`` of the
+    configuration ``cfg``: "A" = VGG11, "B" = VGG13), without batch norm: models here are
+    parameter-only (no running statistics), so clients can hold stacked parameters.
+    Adapted to 32×32 inputs as CIFAR codebases do: the five 2×2 max-pools take 32×32 to
+    1×1, so the 512 features feed one linear layer (no 4096-wide classifier, no dropout,
+    no adaptive pooling). Inputs must be at least 32×32. No pretrained weights.
+    """
+
+    def __init__(self, in_shape: tuple[int, int, int], num_classes: int, cfg: str = "A",
+                 ) -> None:
+        super().__init__()
+        from torchvision.models.vgg import cfgs, make_layers
+
+        c, h, w = in_shape
+        if h < 32 or w < 32:
+            raise ValueError(f"VGG needs inputs of at least 32x32 (five 2x2 max-pools), got "
+                             f"{h}x{w}; use the cnn or mlp model for smaller images")
+        layers = list(cfgs[cfg])
+        stack = make_layers(layers, batch_norm=False)
+        if c != 3:  # torchvision's stack reads RGB; rebuild its first convolution
+            first = stack[0]
+            assert isinstance(first, nn.Conv2d)
+            stack[0] = nn.Conv2d(c, first.out_channels, 3, padding=1)
+        for m in stack.modules():  # in-place ReLUs do not mix with functional_call + vmap
+            if isinstance(m, nn.ReLU):
+                m.inplace = False
+        self.features = stack
+        flat = 512 * (h // 32) * (w // 32)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(flat, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return logits of shape (batch, num_classes)."""
+        return self.head(self.features(x))
+
+
+def vgg11(in_shape: tuple[int, int, int], num_classes: int) -> VGG:
+    """VGG11 (configuration "A": 8 conv layers) for 32×32 inputs."""
+    return VGG(in_shape, num_classes, "A")
+
+
+def vgg13(in_shape: tuple[int, int, int], num_classes: int) -> VGG:
+    """VGG13 (configuration "B": 10 conv layers) for 32×32 inputs."""
+    return VGG(in_shape, num_classes, "B")

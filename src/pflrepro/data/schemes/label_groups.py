@@ -96,6 +96,8 @@ class LabelGroupsPartitioner(Partitioner):
                       "(sizes differ by at most one).",
     }
 
+    label_bounded: ClassVar[tuple[str, ...]] = ("groups",)
+
     groups: int
     alpha: float = 0.0
     assignment: str = "random"

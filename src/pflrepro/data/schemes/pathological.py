@@ -48,6 +48,8 @@ class PathologicalPartitioner(Partitioner):
                               "the data is cut into clients * classes_per_client shards.",
     }
 
+    label_bounded: ClassVar[tuple[str, ...]] = ("classes_per_client",)
+
     classes_per_client: int = 2
 
     def __post_init__(self) -> None:

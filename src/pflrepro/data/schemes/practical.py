@@ -48,6 +48,8 @@ class PracticalPartitioner(Partitioner):
         "samples_per_client": "Samples per client; 0 means as many as the data allows, equally.",
     }
 
+    label_bounded: ClassVar[tuple[str, ...]] = ("groups",)
+
     groups: int
     dominant_share: float = 0.8
     samples_per_client: int = 0

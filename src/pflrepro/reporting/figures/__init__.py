@@ -10,6 +10,8 @@ client_weights     one client's weights ``w_ij`` over rounds   ``client-weights`
 distances          model distances, same vs other pairs        ``distances``
 clusters           Clustered FL's cluster ids over rounds      ``clusters``
 labels             each client's label distribution            ``labels``
+gates              FedMix: each client's mean gate per expert  ``gates``
+posterior          FedMix: q(z | y), classes x experts         ``posterior``
 =================  ==========================================  ==========================
 
 :mod:`.common` holds what they share: the style, the layout that fits every figure on

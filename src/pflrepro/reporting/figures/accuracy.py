@@ -20,9 +20,8 @@ from pflrepro.reporting.figures.common import (
     STYLE,
     LegendSpec,
     PathLike,
+    facets,
     finish,
-    grid,
-    new_figure,
     wrap,
 )
 from pflrepro.reporting.tables import (
@@ -60,11 +59,8 @@ def method_lines(stats: pd.DataFrame, runs: pd.Series, methods: Sequence[str],
     """
     colours = dict(zip(methods, sns.color_palette(METHOD_PALETTE, len(methods)), strict=True))
     with matplotlib.rc_context(STYLE):
-        rows, cols = grid(len(partitions))
-        fig = new_figure(3.4 * cols, 2.6 * rows)
-        axes = fig.subplots(rows, cols, sharex=False, sharey=True, squeeze=False)
-        for k, partition in enumerate(partitions):
-            ax = axes[k // cols][k % cols]
+        fig, axes, cols = facets(len(partitions), 3.4, 2.6, sharex=False, sharey=True)
+        for k, (ax, partition) in enumerate(zip(axes, partitions, strict=True)):
             for method in methods:
                 cur = stats[(stats["partition"] == partition) & (stats["method"] == method)]
                 if cur.empty:
@@ -82,10 +78,8 @@ def method_lines(stats: pd.DataFrame, runs: pd.Series, methods: Sequence[str],
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if k % cols == 0:
                 ax.set_ylabel(ylabel)
-            if k // cols == rows - 1 or k + cols >= len(partitions):
+            if k + cols >= len(partitions):  # no panel below it
                 ax.set_xlabel("round")
-        for k in range(len(partitions), rows * cols):
-            axes[k // cols][k % cols].remove()
     handles = [Line2D([], [], color=colours[m], lw=1.6) for m in methods]
     diverged = diverged or {}
     names = [f"{m} ({span(runs.loc[m].tolist())}"

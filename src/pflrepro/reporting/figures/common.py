@@ -206,6 +206,21 @@ def grid(n: int, max_cols: int = 3) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
+def facets(n: int, width: float, height: float, **subplots: Any) -> tuple[Figure, list[Any], int]:
+    """A figure of ``n`` panels on a :func:`grid`, each ``width`` x ``height`` inches.
+
+    Returns the figure, its ``n`` axes in reading order (the grid's unused cells
+    removed) and the number of columns; ``subplots`` go to
+    :meth:`matplotlib.figure.Figure.subplots` (e.g. ``sharey=True``).
+    """
+    rows, cols = grid(n)
+    fig = new_figure(width * cols, height * rows)
+    axes = list(fig.subplots(rows, cols, squeeze=False, **subplots).ravel())
+    for ax in axes[n:]:
+        ax.remove()
+    return fig, axes[:n], cols
+
+
 def group_colours(groups: Sequence[int]) -> dict[int, tuple[float, float, float]]:
     """Map each distribution id to a colour (``-1``: grey), stable for a given set of ids."""
     real = sorted({g for g in groups if g >= 0})

@@ -24,9 +24,8 @@ from pflrepro.reporting.figures.common import (
     STYLE,
     LegendSpec,
     PathLike,
+    facets,
     finish,
-    grid,
-    new_figure,
     wrap,
 )
 from pflrepro.reporting.tables import display_labels, order_values
@@ -48,11 +47,8 @@ def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
     positive = table.loc[table["total"] > 0, "total"]
     floor = float(positive.min()) / 10 if not positive.empty else 1.0
     with matplotlib.rc_context(STYLE):
-        rows, cols = grid(len(partitions))
-        fig = new_figure(3.4 * cols, 2.8 * rows)
-        axes = fig.subplots(rows, cols, squeeze=False)
-        for k, partition in enumerate(partitions):
-            ax = axes[k // cols][k % cols]
+        fig, axes, cols = facets(len(partitions), 3.4, 2.8)
+        for k, (ax, partition) in enumerate(zip(axes, partitions, strict=True)):
             cur = table[table["partition"] == partition]
             for row in cur.itertuples(index=False):
                 x = row.total if row.total > 0 else floor
@@ -64,8 +60,6 @@ def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
             if k % cols == 0:
                 ax.set_ylabel("final weighted test accuracy (%)")
             ax.grid(True, which="major", alpha=0.3)
-        for k in range(len(partitions), rows * cols):
-            axes[k // cols][k % cols].remove()
     handles = [Line2D([], [], color=colours[m], marker="o", lw=0) for m in methods]
     names = [str(m) for m in methods]
     if bool(np.any(table["total"] == 0)):

@@ -24,9 +24,8 @@ from pflrepro.reporting.figures.common import (
     STYLE,
     LegendSpec,
     PathLike,
+    facets,
     finish,
-    grid,
-    new_figure,
     run_groups,
     wrap,
 )
@@ -86,11 +85,8 @@ def plot_distances(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
               if ((curves["method"] == m) & (curves["partition"] == p)).any()]
     colours = dict(zip((SAME, OTHER), sns.color_palette(METHOD_PALETTE, 2), strict=True))
     with matplotlib.rc_context(STYLE):
-        rows, cols = grid(len(panels))
-        fig = new_figure(3.4 * cols, 2.6 * rows)
-        axes = fig.subplots(rows, cols, sharey=True, squeeze=False)
-        for k, (method, partition) in enumerate(panels):
-            ax = axes[k // cols][k % cols]
+        fig, axes, cols = facets(len(panels), 3.4, 2.6, sharey=True)
+        for k, (ax, (method, partition)) in enumerate(zip(axes, panels, strict=True)):
             cur = curves[(curves["method"] == method) & (curves["partition"] == partition)]
             for kind, colour in colours.items():
                 line = cur[(cur["pairs"] == kind) & (cur["mean"] > 0)]  # log axis
@@ -102,8 +98,6 @@ def plot_distances(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
             if k % cols == 0:
                 ax.set_ylabel("‖w_i − w_j‖² / P")
             ax.set_xlabel("round")
-        for k in range(len(panels), rows * cols):
-            axes[k // cols][k % cols].remove()
     handles = [Line2D([], [], color=colour, lw=1.6) for colour in colours.values()]
     finish(fig, pdf, png, [LegendSpec(handles, list(colours), "client pairs: mean over "
                                       "pairs, then over runs", most_cols=2)])

@@ -112,7 +112,8 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
                         peers_are_clients: bool | None = None, sort_by_group: bool = True,
                         partitions_order: Sequence[str] | None = None,
                         peer_label: str | None = None,
-                        labels: Mapping[str, str] | None = None) -> None:
+                        labels: Mapping[str, str] | None = None,
+                        value_label: str | None = None) -> None:
     """Heatmaps of the final-round weights ``w_ij``, one panel per partition.
 
     FedeRiCo Fig. 3 style (the data come from :func:`weight_panels`). For each
@@ -127,7 +128,8 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
     ``peers_are_clients`` (default: whether the peer ids equal the client ids) tells
     client-to-client weights (FedeRiCo) from client-to-component mixture weights
     (FedEM, ``peer`` = component); ``peer_label`` overrides the column axis label;
-    ``labels`` maps partition ids to display labels for the panel titles.
+    ``labels`` maps partition ids to display labels for the panel titles;
+    ``value_label`` overrides the colour bar's label.
 
     Raises ``ValueError`` naming ``method`` when the aggregate has no ``metric`` rows
     for it, or when a (client, peer) is given twice at the final round.
@@ -152,7 +154,8 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
                      wrap(shown[panel.partition]))
         fig.colorbar(ScalarMappable(norm=Normalize(vmin=0.0, vmax=1.0), cmap=cmap),
                      cax=fig.add_subplot(outer[:, -1]),
-                     label=f"{metric} $w_{{ij}}$" if metric == WEIGHT else metric)
+                     label=value_label or (f"{metric} $w_{{ij}}$" if metric == WEIGHT
+                                           else metric))
     handles = [Patch(facecolor=colours[g], edgecolor="none") for g in all_groups]
     unknown = "no distribution id" if all(p.groups_known for p in panels) else "unknown"
     names = [f"distribution {g}" if g >= 0 else unknown for g in all_groups]

@@ -1,0 +1,427 @@
+"""FedMix: a federated mixture of K shared experts with a local gate per client.
+
+Reisser, Louizos, Gavves, Welling, "Federated Mixture of Experts", 2021 (arXiv
+2107.06724; ``shared/papers/fedmix-federated-mixture-of-experts.txt``, formulas in
+``shared/papers/EQUATIONS.md``). Client (shard) s models
+
+    p(y | x, s) = Σ_k p(y | x, w_k) · p(z = k | x, θ_s)                      (eq. 4)
+
+with K experts w_1..w_K shared by every shard (averaged by the server) and a gate
+θ_s that stays on the shard (never sent). Rather than eq. 4, FedMix maximises the
+lower bound (eq. 5)
+
+    Σ_s Σ_{(x,y)∈D_s} E_{q(z|y)} [log p(y | x, w_z) + log p(z | x, θ_s)] + β H(q(z | y))
+
+with one global q(z | y) per class c, φ_c = q(z | y = c), set in closed form (eq. 6):
+
+    q(z = k | y = c) = softmax_k( (1/β) · mean_{y=c} [log p(y | x, w_k) + log p(z = k | x, θ_s)] )
+
+the mean over the samples of class c of every shard: each shard sends its per-class
+sums (C × K) and counts (C), never samples, and the server forms the softmax.
+
+One round, for every client s (all take part):
+
+1. it receives the K experts and q;
+2. its local steps (``training.local_epochs`` / ``local_steps``, one batch stream,
+   purpose ``local``) follow the gradient of the bound, which separates: expert k
+   takes the cross-entropy weighted per sample by r_k = q(k | y) (a weighted *mean*,
+   Σ_i r_ik ℓ_ik / |batch|), and the gate the cross-entropy against the soft target
+   q(· | y) (the gate's part of the bound); the gate and every expert step with the
+   run's optimiser, each with its own state;
+3. with its trained experts and gate it sums log p(y | x, w_k) + log p(z = k | x, θ_s)
+   per class over its training set and sends sums and counts with its experts;
+4. the server sets expert k to the average of the clients' trained copies weighted by
+   m_sk = Σ_{i∈D_s} r_ik (the data mass the client gave expert k; with K = 1 that is
+   n_s, FedAvg's weight) and q by eq. 6.
+
+A client predicts with Σ_k p(y | x, w_k) p(z = k | x, θ_s) (no q). A shard never seen
+in training has no gate: :meth:`FedMix.predict_unseen` predicts with
+p(y | x) ∝ Σ_k q(z = k | y) p(y | x, w_k), the global q standing in for the missing gate
+(the step the text announces but whose formula it lost: our reading).
+
+``objective: marginal`` optimises eq. 4 itself (the paper: possible, but it tends to
+collapse onto one expert): r_ik is then the posterior p(z = k | x_i, y_i, s) ∝
+p(y_i | x_i, w_k) p(z = k | x_i, θ_s) under the current parameters, recomputed every
+step (the exact gradient of log p(y | x, s)), and q is neither learned nor sent. The
+two special cases of the paper hold by construction: K = 1 is FedAvg (q = 1, the gate
+is constant, the weights are n_s: the same arithmetic, so the same bits on the CPU),
+and K = S with ``gate: one_hot`` (p(z = s | x, s) = 1, fixed; ``objective: marginal``)
+is Local: expert s sees only shard s, with weight 1.
+
+Choices where the paper's text is silent (ours, configurable where marked):
+
+* the gate (``gate_hidden``): an MLP on the flattened input with one hidden layer of
+  ``gate_hidden`` ReLU units (0: a linear gate), K outputs, softmax; its weights are
+  drawn like ``torch.nn.Linear``'s (uniform ±1/√fan_in) from the stream
+  (seed, setup round, client, ``fedmix_gate``);
+* β (``beta``) defaults to 1 (the plain evidence lower bound); q starts uniform;
+* expert k starts from ``engine.init_params(client=k)`` (distinct starts, as FedEM's
+  components; Local's client k starts from the same draw); a single expert starts from
+  ``engine.init_params()``, FedAvg's global start, so K = 1 runs are FedAvg's runs;
+* the q statistics are taken after local training, with the client's trained experts
+  and gate (no second round trip); a class that no client holds keeps its q row;
+* the server weights expert k by the clients' data mass on it (above); an expert no
+  client gives mass keeps its parameters; a client uploads only the experts it gave
+  mass (with a fixed one-hot gate, its own);
+* in a batch where an expert's weights are all exactly 0 it takes no step; where they
+  are all exactly 1 its loss is the plain batch mean (the engine's local training);
+* the gate is trained with the experts in the same steps, on the same batches; with
+  K = 1 there is no gate (p(z = 1 | x) = 1) and q (= 1) is not sent;
+* with ``objective: marginal`` the averaging mass m_sk is the posterior mass at the
+  start of the round (the client sends these K numbers too);
+* local training runs on the engine's client threads, one client after another per
+  thread (not the vectorised path); optimiser states persist per (client, expert) and
+  per client gate across rounds;
+* the reported training loss of client s is Σ_k of the mean weighted batch loss of
+  expert k (the expert part of the bound it minimises);
+* recorded every round: each client's mean gate p(z = k | x, θ_s) over its test inputs
+  (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
+  column holds the class c, peer = expert k).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.registry import hyper
+from pflrepro.optim import Params
+from pflrepro.params import RunningMean, put, stack, take
+from pflrepro.results import MetricLog
+from pflrepro.seeding import SETUP_ROUND, torch_generator
+
+#: Metric of each client's mean gate over its test inputs: client s, peer = expert k.
+GATE_MASS = "gate_mass"
+#: Metric of the global q(z = k | y = c): the ``client`` column holds the class c,
+#: ``peer`` the expert k.
+EXPERT_POSTERIOR = "expert_posterior"
+
+OBJECTIVES = ("bound", "marginal")
+GATES = ("learned", "one_hot")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedMixHyper:
+    """Hyperparameters of FedMix."""
+
+    experts: int = hyper(4, "K: number of shared experts (the paper's main setting: 4; "
+                            "1 is FedAvg).", minimum=1)
+    beta: float = hyper(1.0, "beta: entropy weight of q(z|y), the temperature of its "
+                             "closed-form softmax (eq. 6; not stated: 1).", minimum=0.0)
+    objective: str = hyper("bound", "bound: the paper's lower bound with the global "
+                                    "q(z|y) (eq. 5-6); marginal: log p(y|x,s) of eq. 4 "
+                                    "directly (posterior-weighted experts, no q).",
+                           choices=OBJECTIVES)
+    gate: str = hyper("learned", "learned: a local gate network per client; one_hot: "
+                                 "p(z=s|x,s) = 1 fixed (needs experts = clients and "
+                                 "objective marginal; K = S one-hot is Local).",
+                      choices=GATES)
+    gate_hidden: int = hyper(128, "Hidden ReLU units of the gate MLP on the flattened "
+                                  "input (0: linear gate); not stated in the paper.",
+                             minimum=0)
+
+    def __post_init__(self) -> None:
+        for key in ("experts", "gate_hidden"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"fedmix: {key} must be an int, got {value!r}")
+        if self.experts < 1:
+            raise ValueError(f"fedmix: experts must be >= 1, got {self.experts}")
+        if self.gate_hidden < 0:
+            raise ValueError(f"fedmix: gate_hidden must be >= 0, got {self.gate_hidden}")
+        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta)
+                and self.beta > 0):
+            raise ValueError(f"fedmix: beta must be a finite number > 0, got {self.beta!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"fedmix: objective must be one of {list(OBJECTIVES)}, "
+                             f"got {self.objective!r}")
+        if self.gate not in GATES:
+            raise ValueError(f"fedmix: gate must be one of {list(GATES)}, got {self.gate!r}")
+        if self.gate == "one_hot" and self.objective != "marginal":
+            raise ValueError("fedmix: gate one_hot needs objective marginal (the bound's "
+                             "q update takes log p(z|x), which a one-hot gate makes -inf)")
+
+
+# ---------------------------------------------------------------------- the gate
+def gate_logits(gate: Params, x: torch.Tensor) -> torch.Tensor:
+    """The gate MLP's logits (n, K) on inputs ``x`` (flattened); pure tensor ops."""
+    h = x.flatten(1)
+    if "w1" in gate:
+        h = F.relu(F.linear(h, gate["w1"], gate["b1"]))
+    return F.linear(h, gate["w2"], gate["b2"])
+
+
+def init_gate(features: int, hidden: int, experts: int, gen: torch.Generator) -> Params:
+    """Gate weights drawn like ``torch.nn.Linear``'s: uniform ±1/√fan_in, from ``gen``."""
+    def layer(fan_in: int, fan_out: int) -> tuple[torch.Tensor, torch.Tensor]:
+        bound = 1.0 / math.sqrt(fan_in)
+        w = (torch.rand(fan_out, fan_in, generator=gen) * 2 - 1) * bound
+        b = (torch.rand(fan_out, generator=gen) * 2 - 1) * bound
+        return w, b
+
+    out: Params = {}
+    fan_in = features
+    if hidden > 0:
+        out["w1"], out["b1"] = layer(features, hidden)
+        fan_in = hidden
+    out["w2"], out["b2"] = layer(fan_in, experts)
+    return out
+
+
+@register_algorithm
+class FedMix(Algorithm):
+    """K shared experts, a local gate per client, a global q(z|y); see the module docstring."""
+
+    name = "fedmix"
+    summary = ("FedMix (Reisser et al. 2021): K shared experts, a local gate per client, "
+               "a global q(z|y) in closed form.")
+    Hyper = FedMixHyper
+    records = (GATE_MASS, EXPERT_POSTERIOR)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def learned_gate(self) -> bool:
+        """Whether clients train a gate network (K > 1 and ``gate: learned``)."""
+        return self.hp.experts > 1 and self.hp.gate == "learned"
+
+    @property
+    def learns_q(self) -> bool:
+        """Whether q(z|y) is learned and exchanged (``objective: bound`` and K > 1)."""
+        return self.hp.objective == "bound" and self.hp.experts > 1
+
+    def init(self) -> State:
+        """K experts from distinct seeds, a gate per client, uniform q, optimiser states."""
+        e = self.engine
+        k_all, s_all = self.hp.experts, e.num_clients
+        if self.hp.gate == "one_hot" and k_all != s_all:
+            raise ValueError(f"fedmix: gate one_hot needs experts = clients ({s_all}), "
+                             f"got experts = {k_all}")
+        # one expert: FedAvg's start (the server's draw); K > 1: distinct draws, expert k
+        # from client slot k (Local's client k starts from the same draw)
+        starts = ([e.init_params()] if k_all == 1
+                  else [e.init_params(client=k) for k in range(k_all)])
+        experts = {n: torch.stack([p[n] for p in starts]) for n in starts[0]}
+        state: State = {
+            "experts": experts,
+            "opt": stack(stack(e.init_opt(starts[0]), k_all), s_all),
+            "q": torch.full((e.data.num_classes, k_all), 1.0 / k_all, dtype=torch.float64),
+            "gates": {}, "gate_opt": {},
+        }
+        if self.learned_gate:
+            features = int(np.prod(e.data.x.shape[1:]))
+            gates = [init_gate(features, self.hp.gate_hidden, k_all,
+                               torch_generator(e.seed, SETUP_ROUND, s, "fedmix_gate"))
+                     for s in range(s_all)]
+            state["gates"] = {n: torch.stack([g[n] for g in gates]).to(e.device)
+                              for n in gates[0]}
+            state["gate_opt"] = stack(e.init_opt(take(state["gates"], 0)), s_all)
+        return state
+
+    # ------------------------------------------------------------------ pieces
+    def gate_log_probs(self, state: State, client: int, x: torch.Tensor) -> torch.Tensor:
+        """The gate's log p(z = k | x, θ_client): (n, K), float32 (−inf off a one-hot's expert)."""
+        return self._gate_log_probs(take(state["gates"], client) if self.learned_gate else {},
+                                    client, x)
+
+    def _gate_log_probs(self, gate: Params, client: int, x: torch.Tensor) -> torch.Tensor:
+        k_all = self.hp.experts
+        if self.learned_gate:
+            with torch.no_grad():
+                chunks = [gate_logits(gate, c).log_softmax(dim=-1)
+                          for c in x.split(self.engine.eval_chunk)]
+            return torch.cat(chunks) if chunks else torch.empty(0, k_all, device=x.device)
+        out = torch.zeros(len(x), k_all, device=x.device)
+        if self.hp.gate == "one_hot":
+            out.fill_(-math.inf)
+            out[:, client] = 0.0
+        return out
+
+    def expert_log_likelihoods(self, experts: Params, x: torch.Tensor,
+                               y: torch.Tensor) -> torch.Tensor:
+        """The experts' log p(y_i | x_i, w_k) for every sample i and expert k: (n, K), float32."""
+        e = self.engine
+        cols = [e.logits(take(experts, k), x).log_softmax(dim=-1).gather(1, y[:, None])[:, 0]
+                for k in range(self.hp.experts)]
+        return torch.stack(cols, dim=1)
+
+    def responsibilities(self, experts: Params, gate: Params, client: int,
+                         idx: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """r_ik of samples ``idx`` (n, K), float32: q(k | y_i), or the posterior (marginal)."""
+        e = self.engine
+        y = e.data.y[idx]
+        if self.hp.objective == "bound" or self.hp.experts == 1:
+            return q.to(device=e.device, dtype=torch.float32)[y]
+        joint = (self.expert_log_likelihoods(experts, e.data.x[idx], y)
+                 + self._gate_log_probs(gate, client, e.data.x[idx]))
+        # a clone made outside inference mode: autograd may save it (sample weights)
+        return torch.softmax(joint, dim=1).clone()
+
+    # ------------------------------------------------------------------ round
+    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+        """Local steps on the bound (or eq. 4); mass-weighted experts; q by eq. 6."""
+        e = self.engine
+        k_all, s_all = self.hp.experts, e.num_clients
+        experts, q = state["experts"], state["q"]
+        num_classes = e.data.num_classes
+        # m[s, k]: the data mass client s gives expert k (the server's averaging weights)
+        mass = torch.zeros(s_all, k_all, dtype=torch.float64)
+
+        def client_mass(s: int) -> torch.Tensor:
+            idx = e.data.train[s]
+            gate = take(state["gates"], s) if self.learned_gate else {}
+            return self.responsibilities(experts, gate, s, idx, q).to(torch.float64).sum(0).cpu()
+
+        for s, m in zip(range(s_all), e.threads.map_clients(client_mass, range(s_all)),
+                        strict=True):
+            mass[s] = m
+        weights = mass.to(device=e.device, dtype=torch.float32)
+        averages = [RunningMean(take(experts, k), weights[:, k].contiguous()) for k in range(k_all)]
+        sums = torch.zeros(num_classes, k_all, dtype=torch.float64)
+        counts = torch.zeros(num_classes, dtype=torch.float64)
+        losses = np.full(s_all, np.nan)
+
+        def client(s: int) -> tuple[Params, torch.Tensor | None, torch.Tensor | None, float]:
+            trained, gate, loss = self._local_steps(state, s, rnd, mass[s])
+            if not self.learns_q:
+                return trained, None, None, loss
+            idx = e.data.train[s]
+            x, y = e.data.x[idx], e.data.y[idx]
+            joint = (self.expert_log_likelihoods(trained, x, y)
+                     + self._gate_log_probs(gate, s, x)).to(torch.float64)
+            s_sums = torch.zeros(num_classes, k_all, dtype=torch.float64, device=joint.device)
+            s_sums.index_add_(0, y, joint)
+            s_counts = torch.bincount(y, minlength=num_classes).to(torch.float64)
+            return trained, s_sums.cpu(), s_counts.cpu(), loss
+
+        model_size = e.model_size
+        for s, (trained, s_sums, s_counts, loss) in zip(
+                range(s_all), e.threads.map_clients(client, range(s_all)), strict=True):
+            for k in range(k_all):
+                if mass[s, k] > 0:
+                    averages[k].add(s, take(trained, k))
+            if s_sums is not None and s_counts is not None:
+                sums += s_sums
+                counts += s_counts
+            losses[s] = loss
+            uploaded = int((mass[s] > 0).sum())
+            up = uploaded * model_size
+            down = k_all * model_size
+            if self.learns_q:
+                up += num_classes * k_all + num_classes  # per-class sums and counts
+                down += num_classes * k_all  # q
+            elif self.hp.objective == "marginal" and k_all > 1:
+                up += k_all  # the masses m_sk the server weights with
+            e.traffic.exchange(s, up=up, down=down)
+
+        new = {n: v.clone() for n, v in experts.items()}
+        for k in range(k_all):
+            if mass[:, k].sum() > 0:
+                put(new, k, averages[k].result())
+        state["experts"] = new
+        if self.learns_q:
+            state["q"] = self.q_update(sums, counts, q)
+        return state, losses
+
+    def q_update(self, sums: torch.Tensor, counts: torch.Tensor,
+                 previous: torch.Tensor) -> torch.Tensor:
+        """Eq. 6: q(z | y = c) = softmax_k(sums[c] / counts[c] / β); empty classes keep theirs.
+
+        ``sums`` (C, K) are Σ over every shard's class-c samples of
+        log p(y | x, w_k) + log p(z = k | x, θ_s); ``counts`` (C,) their numbers.
+        """
+        out = previous.clone()
+        seen = counts > 0
+        if bool(seen.any()):
+            mean = sums[seen] / counts[seen, None]
+            out[seen] = torch.softmax(mean / float(self.hp.beta), dim=1)
+        return out
+
+    def _local_steps(self, state: State, s: int, rnd: int,
+                     mass: torch.Tensor) -> tuple[Params, Params, float]:
+        """Client ``s``'s local steps; returns its trained experts (stacked), gate, loss.
+
+        Writes only client ``s``'s rows of the optimiser states and of the gates.
+        """
+        e = self.engine
+        k_all = self.hp.experts
+        work = {n: v.detach().clone() for n, v in state["experts"].items()}
+        opt_s = take(state["opt"], s)  # views: writes land in state["opt"]
+        gate = ({n: v.detach().clone() for n, v in take(state["gates"], s).items()}
+                if self.learned_gate else {})
+        gate_opt = take(state["gate_opt"], s) if self.learned_gate else {}
+        batches = e.minibatches(s, rnd, "local", e.steps_per_round(s))
+        running = [0.0] * k_all
+        trains = [bool(mass[k] > 0) for k in range(k_all)]
+        for idx in batches:
+            r = self.responsibilities(work, gate, s, idx, state["q"])
+            for k in range(k_all):
+                if not trains[k]:
+                    continue
+                w = r[:, k]
+                if not bool((w != 0).any()):
+                    continue  # no weight on this expert in this batch: no step
+                params = take(work, k)
+                if bool((w == 1).all()):
+                    loss, grads = e.loss_and_grad(params, idx)
+                else:
+                    loss, grads = e.loss_and_grad(params, idx, sample_weight=w / len(idx))
+                e.optimizer.step_(params, grads, take(opt_s, k))
+                running[k] += loss
+            if self.learned_gate:
+                grads = self._gate_grad(gate, e.data.x[idx], r)
+                e.optimizer.step_(gate, grads, gate_opt)
+        if self.learned_gate:
+            put(state["gates"], s, gate)
+        steps = max(len(batches), 1)
+        return work, gate, float(sum(v / steps for v in running))
+
+    @staticmethod
+    def _gate_grad(gate: Params, x: torch.Tensor, target: torch.Tensor) -> Params:
+        """Gradient of the mean cross-entropy of the gate against soft targets ``target``."""
+        p = {n: v.detach().requires_grad_(True) for n, v in gate.items()}
+        with torch.enable_grad():
+            logp = gate_logits(p, x).log_softmax(dim=-1)
+            loss = -(target.detach() * logp).sum(dim=1).mean()
+            grads = torch.autograd.grad(loss, list(p.values()))
+        return dict(zip(p.keys(), grads, strict=True))
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+        """Σ_k p(y | x, w_k) p(z = k | x, θ_client) (eq. 4; no q)."""
+        e = self.engine
+        gate = self.gate_log_probs(state, client, x).exp()
+        out = torch.zeros(len(x), e.data.num_classes, device=e.device)
+        for k in range(self.hp.experts):
+            out += gate[:, k:k + 1] * e.probs(take(state["experts"], k), x)
+        return out
+
+    def predict_unseen(self, state: State, x: torch.Tensor) -> torch.Tensor:
+        """A shard never seen in training (no gate): p(y | x) ∝ Σ_k q(k | y) p(y | x, w_k)."""
+        e = self.engine
+        q = state["q"].to(device=e.device, dtype=torch.float32)  # (C, K)
+        out = torch.zeros(len(x), e.data.num_classes, device=e.device)
+        for k in range(self.hp.experts):
+            out += q[:, k] * e.probs(take(state["experts"], k), x)
+        return out / out.sum(dim=1, keepdim=True)
+
+    # ------------------------------------------------------------------ record
+    def gate_mass(self, state: State) -> np.ndarray:
+        """(S, K): each client's mean p(z = k | x, θ_s) over its test inputs."""
+        e = self.engine
+        rows = []
+        for s in range(e.num_clients):
+            x = e.data.x[e.data.test[s]]
+            rows.append(self.gate_log_probs(state, s, x).exp().to(torch.float64)
+                        .mean(dim=0).cpu().numpy())
+        return np.stack(rows)
+
+    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+        """Log each client's mean gate (client, peer = expert) and q (class, peer = expert)."""
+        log.add_matrix(rnd, GATE_MASS, self.gate_mass(state))
+        log.add_matrix(rnd, EXPERT_POSTERIOR, state["q"].numpy())
+

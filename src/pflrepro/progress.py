@@ -1,0 +1,318 @@
+"""Live progress of training jobs, and a summary of a results directory's jobs.
+
+Each evaluated round logs one line, a partial run table is flushed now and then, and
+``pflrepro status`` summarises the jobs found on disk.
+
+A training job (:meth:`pflrepro.engine.Engine.run`) reports each round to a
+:class:`RoundProgress`. After every evaluated round it logs one line::
+
+    round 12/30: mean acc 0.8123, weighted acc 0.8200, loss 0.5321, elapsed 0:00:14, left ~0:00:21
+
+(mean and test-set-size-weighted client accuracy and the mean client test loss of that
+round, the time since training started (data loaded, model built), and the time left
+at the mean pace of the rounds this process has run). Every ``flush_every`` rounds it
+hands the metrics so far to ``partial``: the workflow's jobs write them to
+``<run>.partial.parquet`` beside the run's output (:func:`partial_path`), atomically, so
+the curve of a running job can be read with ``pandas.read_parquet``; the job deletes it
+once the run's Parquet is written.
+
+:func:`job_status` reads ``results/runs`` and ``logs/train`` and classifies every job
+it finds as finished, running, failed or stale (and, given the config's list of jobs,
+pending); :func:`format_status` renders that for ``pflrepro status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pflrepro import results as R
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from pflrepro.config import RunKey
+
+log = logging.getLogger(__name__)
+
+#: Suffix of the partial run table written beside a running job's output.
+PARTIAL_SUFFIX = ".partial.parquet"
+
+
+def partial_path(out: str | Path) -> Path:
+    """The partial table of the run written to ``out``: ``x.parquet`` -> ``x.partial.parquet``."""
+    out = Path(out)
+    stem = out.name[:-len(".parquet")] if out.name.endswith(".parquet") else out.name
+    return out.with_name(stem + PARTIAL_SUFFIX)
+
+
+def format_duration(seconds: float) -> str:
+    """``12.3s`` under a minute, else ``H:MM:SS`` (hours unbounded); ``?`` if not finite."""
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 59.95:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = max(int(round(seconds)), 0)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    """What one evaluated round's progress line says."""
+
+    round: int
+    rounds: int
+    mean_accuracy: float
+    weighted_accuracy: float
+    mean_loss: float
+    elapsed_s: float
+    left_s: float
+
+    def line(self) -> str:
+        """The log line (see the module docstring)."""
+        return (f"round {self.round}/{self.rounds}: mean acc {self.mean_accuracy:.4f}, "
+                f"weighted acc {self.weighted_accuracy:.4f}, loss {self.mean_loss:.4f}, "
+                f"elapsed {format_duration(self.elapsed_s)}, "
+                f"left ~{format_duration(self.left_s)}")
+
+
+def round_values(out: R.MetricLog, rnd: int, metric: str) -> dict[int, float]:
+    """``client -> value`` of ``metric`` logged for round ``rnd`` (read from the log's end).
+
+    Rows of a round are appended together at its end, so the scan stops at the first
+    row of an earlier round.
+    """
+    found: dict[int, float] = {}
+    for i in range(len(out.values) - 1, -1, -1):
+        if out.rounds[i] != rnd:
+            if out.rounds[i] < rnd:
+                break
+            continue
+        if out.metrics[i] == metric and out.clients[i] >= 0:
+            found[out.clients[i]] = out.values[i]
+    return found
+
+
+def client_test_sizes(out: R.MetricLog) -> dict[int, float]:
+    """``client -> n_test`` from the round-0 rows at the start of a run's log."""
+    sizes: dict[int, float] = {}
+    for rnd, client, metric, value in zip(out.rounds, out.clients, out.metrics, out.values,
+                                          strict=False):
+        if rnd != 0:
+            break
+        if metric == R.N_TEST:
+            sizes[client] = value
+    return sizes
+
+
+class RoundProgress:
+    """Reports a run's rounds: a log line per evaluated round, a partial table now and then.
+
+    ``partial`` (optional) is called with the run's metric log after every round that
+    is a multiple of ``flush_every``; ``bar`` wraps the rounds in a tqdm bar (stderr).
+    ``clock`` is for tests.
+    """
+
+    def __init__(self, rounds: int, name: str = "", *, bar: bool = False,
+                 partial: Callable[[R.MetricLog], None] | None = None, flush_every: int = 10,
+                 logger: logging.Logger | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be >= 1 round, got {flush_every}")
+        self.total = int(rounds)
+        self.name = name
+        self.bar = bar
+        self.partial = partial
+        self.flush_every = flush_every
+        self.log = logger or log
+        self.clock = clock
+        self.started = clock()
+        self.loop_started = self.started
+        self.first = 1
+        self._sizes: dict[int, float] | None = None
+        #: The summaries logged so far (the last one is what ``status`` shows).
+        self.summaries: list[RoundSummary] = []
+
+    def rounds(self, first: int) -> Iterable[int]:
+        """The rounds still to run, ``first .. total`` (a tqdm bar around them if asked)."""
+        self.first = first
+        self.loop_started = self.clock()
+        todo: Iterable[int] = range(first, self.total + 1)
+        if self.bar:
+            from tqdm import tqdm
+
+            todo = tqdm(todo, desc=self.name or None, mininterval=5.0)
+        return todo
+
+    def round_done(self, rnd: int, out: R.MetricLog) -> RoundSummary | None:
+        """After round ``rnd``: log its line if it was evaluated, flush the partial table."""
+        summary = self.summarise(rnd, out)
+        if summary is not None:
+            self.summaries.append(summary)
+            self.log.info("%s", summary.line())
+        if self.partial is not None and (rnd % self.flush_every == 0) and rnd < self.total:
+            self.partial(out)
+        return summary
+
+    def summarise(self, rnd: int, out: R.MetricLog) -> RoundSummary | None:
+        """Round ``rnd``'s summary, or None when it was not evaluated."""
+        acc = round_values(out, rnd, R.TEST_ACCURACY)
+        if not acc:
+            return None
+        loss = round_values(out, rnd, R.TEST_LOSS)
+        if self._sizes is None:
+            self._sizes = client_test_sizes(out)
+        sizes = [self._sizes.get(k, 0.0) for k in acc]
+        total = sum(sizes)
+        weighted = (sum(a * n for a, n in zip(acc.values(), sizes, strict=True)) / total
+                    if total > 0 else math.nan)
+        now = self.clock()
+        done = rnd - self.first + 1
+        pace = (now - self.loop_started) / done if done > 0 else math.nan
+        return RoundSummary(
+            round=rnd, rounds=self.total,
+            mean_accuracy=sum(acc.values()) / len(acc), weighted_accuracy=weighted,
+            mean_loss=sum(loss.values()) / len(loss) if loss else math.nan,
+            elapsed_s=now - self.started, left_s=pace * (self.total - rnd))
+
+
+def write_partial(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write a running job's table so far to ``path`` atomically (no digest record)."""
+    from pflrepro.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False, engine="pyarrow")
+
+
+def remove_partial(out: str | Path) -> None:
+    """Delete the partial table of the run written to ``out`` (once that is written)."""
+    partial_path(out).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------- pflrepro status
+#: A progress line in a job's log (see :meth:`RoundSummary.line`).
+PROGRESS_LINE = re.compile(r"round (\d+)/(\d+): .*")
+#: Lines that mark a failed job's log.
+FAILURE_LINE = re.compile(r"\bERROR\b|Traceback|: error: |Killed|MemoryError")
+#: States of a job, in the order tables list them.
+STATES = ("finished", "running", "stale", "failed", "pending")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One training job as found on disk."""
+
+    experiment: str
+    partition: str
+    method: str
+    run: str  # ``split{s}-seed{t}``
+    state: str
+    detail: str = ""
+
+
+def _job_key(path: Path, root: Path, suffix: str) -> tuple[str, str, str, str] | None:
+    """(experiment, partition, method, split/seed) of a run or log path, None if not one."""
+    parts = path.relative_to(root).parts
+    if len(parts) != 4 or not parts[3].endswith(suffix):
+        return None
+    name = parts[3][:-len(suffix)]
+    if not re.fullmatch(r"split\d+-seed\d+", name):
+        return None
+    return parts[0], parts[1], parts[2], name
+
+
+def _tail(path: Path, limit: int = 65536) -> list[str]:
+    with path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(size - limit, 0))
+        return fh.read().decode("utf-8", errors="replace").splitlines()
+
+
+def job_status(results: str | Path = "results", logs: str | Path = "logs", *,
+               expected: Iterable[tuple[str, str, str, str]] = (),
+               stale_after_s: float = 3600.0, now: float | None = None) -> list[JobStatus]:
+    """Every training job under ``results/runs`` and ``logs/train``, classified.
+
+    * finished: its run table exists (``detail``: the log's "rounds in s" line);
+    * failed: no run table, and its log has an error line (``detail``: the first one);
+    * running: no run table, no error, log written to in the last ``stale_after_s``
+      seconds (``detail``: the last progress line, and the partial table if any);
+    * stale: the same, but the log is older (a job killed without a word, or one on
+      another machine whose logs lag); ``detail`` as for running;
+    * pending: listed in ``expected`` (experiment, partition, method, run) but neither
+      a run table nor a log exists.
+
+    The job's process is not looked for (it may run on another node): "running" means
+    only that its log changed recently.
+    """
+    runs_root, logs_root = Path(results) / "runs", Path(logs) / "train"
+    now = time.time() if now is None else now
+    finished = {k for p in runs_root.rglob("*.parquet") if not p.name.endswith(PARTIAL_SUFFIX)
+                if (k := _job_key(p, runs_root, ".parquet")) is not None}
+    logs_by_key = {k: p for p in logs_root.rglob("*.log")
+                   if (k := _job_key(p, logs_root, ".log")) is not None}
+    out: list[JobStatus] = []
+    for key in sorted(finished | set(logs_by_key) | set(expected)):
+        log_path = logs_by_key.get(key)
+        lines = _tail(log_path) if log_path is not None else []
+        if key in finished:
+            done = [ln for ln in lines if " rounds in " in ln]
+            out.append(JobStatus(*key, "finished", _message(done[-1]) if done else ""))
+            continue
+        if log_path is None:
+            out.append(JobStatus(*key, "pending"))
+            continue
+        errors = [ln for ln in lines if FAILURE_LINE.search(ln)]
+        if errors:
+            out.append(JobStatus(*key, "failed", f"{_message(errors[0])} (log: {log_path})"))
+            continue
+        progress = [m.group(0) for ln in lines if (m := PROGRESS_LINE.search(ln))]
+        detail = progress[-1] if progress else "no round finished yet"
+        partial = partial_path(runs_root.joinpath(*key[:3], key[3] + ".parquet"))
+        if partial.exists():
+            detail += f"; curve so far: {partial}"
+        age = now - log_path.stat().st_mtime
+        state = "running" if age <= stale_after_s else "stale"
+        if state == "stale":
+            detail += f"; log unchanged for {format_duration(age)}"
+        out.append(JobStatus(*key, state, detail))
+    return out
+
+
+def _message(line: str) -> str:
+    """A log line without its ``time LEVEL logger:`` prefix."""
+    m = re.match(r"\d{4}-\d\d-\d\d [\d:,]+ \w+ [\w.]+: (.*)", line)
+    return (m.group(1) if m else line).strip()
+
+
+def format_status(jobs: Sequence[JobStatus]) -> str:
+    """Counts per experiment and state, then one line per job that is not finished."""
+    if not jobs:
+        return "no training jobs found (no results/runs, no logs/train)\n"
+    experiments = sorted({j.experiment for j in jobs})
+    lines = ["| experiment | " + " | ".join(STATES) + " |",
+             "|:--|" + "--:|" * len(STATES)]
+    for e in experiments:
+        counts = [sum(j.experiment == e and j.state == s for j in jobs) for s in STATES]
+        lines.append(f"| {e} | " + " | ".join(map(str, counts)) + " |")
+    totals = [sum(j.state == s for j in jobs) for s in STATES]
+    lines.append("| **all** | " + " | ".join(map(str, totals)) + " |")
+    for state in ("running", "stale", "failed"):
+        chosen = [j for j in jobs if j.state == state]
+        if chosen:
+            lines += ["", f"{state}:"]
+            lines += [f"  {j.experiment}/{j.partition}/{j.method}/{j.run}: {j.detail}"
+                      for j in chosen]
+    return "\n".join(lines) + "\n"
+
+
+def iter_expected(runs: Iterable[RunKey]) -> Iterator[tuple[str, str, str, str]]:
+    """Job keys of the config's training jobs (for ``expected``)."""
+    for k in runs:
+        yield k.experiment, k.partition, k.method, f"split{k.split}-seed{k.seed}"

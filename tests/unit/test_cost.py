@@ -1,0 +1,157 @@
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pflrepro import results as R
+from pflrepro.cli import main
+from pflrepro.config import check
+from pflrepro.io import write_parquet
+from pflrepro.reporting.cost import (
+    cost_table,
+    job_costs,
+    local_passes,
+    projection,
+    read_benchmark,
+    read_log,
+    write_cost,
+)
+
+PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.run: "
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def _job(root: Path, name: str, method: str, algorithm: str, *, rounds: int, n_train: list[int],
+         train_s: float, wall_s: float, rss: str = "300.5", cpu: str = "7.5",
+         resumed: int | None = None, device: str = "cpu") -> tuple[Path, Path, Path]:
+    out = R.MetricLog()
+    for k, n in enumerate(n_train):
+        out.add(0, k, R.N_TRAIN, n)
+    for rnd in range(1, rounds + 1):
+        out.add(rnd, 0, R.TEST_ACCURACY, 0.5)
+    config = {"experiment": "e", "dataset": "digits", "partition": "p", "method": method,
+              "algorithm": algorithm, "params": "{}", "split_seed": 0, "train_seed": 0,
+              "client_training": "loop", "package_version": "0", "git_revision": "x"}
+    run = root / f"{name}.parquet"
+    write_parquet(out.to_frame(config), run)
+    bench = root / f"{name}.tsv"
+    bench.write_text(HEADER + f"{wall_s}\t0:00:08\t{rss}\t900\t280\t290\t0\t0\t90\t{cpu}\n")
+    log = root / f"{name}.log"
+    lines = [PREFIX + f"device: {device} (torch 2.x, 1 torch thread(s))"]
+    if device.startswith("cuda"):
+        lines.insert(0, PREFIX + f"leased {device} (NVIDIA H200), slot 0: /tmp/lock")
+    if resumed is not None:
+        lines.append("2026-01-01 10:00:00,000 INFO pflrepro.checkpoint: resuming after round "
+                     f"{resumed} from x.ckpt")
+    lines.append(PREFIX + f"{method}: {rounds} rounds in {train_s} s")
+    log.write_text("\n".join(lines) + "\n")
+    return run, bench, log
+
+
+def test_log_and_benchmark_parsing(tmp_path: Path) -> None:
+    _, bench, log = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60],
+                         train_s=5.0, wall_s=8.0, device="cuda:1", resumed=4)
+    facts = read_log(log)
+    assert (facts.device, facts.device_name, facts.train_s, facts.resumed_after) == (
+        "cuda:1", "NVIDIA H200", 5.0, 4)
+    assert read_benchmark(bench) == {"s": 8.0, "max_rss": 300.5, "cpu_time": 7.5}
+    (tmp_path / "na.tsv").write_text(HEADER + "2.0\t0:00:02\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA\n")
+    assert math.isnan(read_benchmark(tmp_path / "na.tsv")["max_rss"])
+
+
+def test_cost_table_by_hand(tmp_path: Path) -> None:
+    a = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=5.0,
+             wall_s=8.0)
+    b = _job(tmp_path, "b", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=3.0,
+             wall_s=6.0, rss="500", resumed=4)  # ran 6 rounds in 3 s
+    c = _job(tmp_path, "c", "local", "local", rounds=10, n_train=[50, 50], train_s=1.0,
+             wall_s=3.0)
+    jobs = job_costs(*zip(a, b, c, strict=True), training={"local_epochs": 2})
+    table = cost_table(jobs, methods_order=["local", "fedavg"]).set_index("method")
+    assert list(table.index) == ["local", "fedavg"]
+    fedavg = table.loc["fedavg"]
+    assert fedavg["jobs"] == 2 and fedavg["device"] == "cpu"
+    assert fedavg["wall_s"] == 7.0 and fedavg["train_s"] == 4.0
+    assert fedavg["s_per_round"] == pytest.approx(8.0 / 16)  # 5 + 3 s over 10 + 6 rounds
+    assert fedavg["rounds_per_s"] == pytest.approx(2.0)
+    # 8 s over (10 + 6) rounds x 2 epochs x 100 samples
+    assert fedavg["s_per_sample"] == pytest.approx(8.0 / 3200)
+    assert fedavg["overhead_s"] == 3.0 and fedavg["max_rss_mb"] == 500.0
+    assert fedavg["cpu_s"] == 7.5
+    assert table.loc["local", "s_per_round"] == pytest.approx(0.1)
+
+
+def test_local_passes() -> None:
+    assert local_passes({"local_epochs": 3}, 100) == 3.0
+    assert local_passes({"local_steps": 5, "batch_size": 20}, 50) == 2.0  # 100 of 50 samples
+
+
+PAPER = {
+    "training": {"rounds": 20, "model": "mlp", "local_epochs": 1},
+    "methods": {"fedavg": {"algorithm": "fedavg"}, "ditto": {"algorithm": "ditto"}},
+    "experiments": {
+        "big": {"dataset": "digits", "scale": "paper", "methods": ["fedavg", "ditto"],
+                "partitions": [{"scheme": "iid", "clients": 4}],
+                "split_seeds": [0, 1], "train_seeds": [0]},
+        "small": {"dataset": "digits", "scale": "cpu", "methods": ["fedavg"],
+                  "partitions": [{"scheme": "iid", "clients": 4}]},
+    },
+}
+
+
+def test_projection_by_hand() -> None:
+    measured = pd.DataFrame([{"method": "fa", "algorithm": "fedavg", "device": "cpu",
+                              "s_per_sample": 0.005, "overhead_s": 3.0}])
+    frame = projection(measured, check(PAPER)).set_index("method")
+    assert list(frame.index) == ["fedavg", "ditto"]  # only the paper-scale experiment
+    row = frame.loc["fedavg"]
+    # 1797 digits, 80 % train, 1 epoch: 1437.6 samples a round; 2 runs of 20 rounds
+    assert row["samples_per_round"] == pytest.approx(1437.6)
+    assert row["runs"] == 2
+    assert row["hours"] == pytest.approx(2 * (3.0 + 20 * 1437.6 * 0.005) / 3600)
+    assert row["rate_from"] == "fa on cpu"
+    assert math.isnan(frame.loc["ditto", "hours"])
+    assert frame.loc["ditto", "note"] == "algorithm ditto not measured"
+
+
+def test_cost_command_writes_tables_and_says_cpu_is_not_gpu(tmp_path: Path) -> None:
+    run, bench, log = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60],
+                           train_s=5.0, wall_s=8.0)
+    paper = tmp_path / "paper.yaml"
+    import yaml
+
+    paper.write_text(yaml.safe_dump(PAPER))
+    md, csv, proj = tmp_path / "c.md", tmp_path / "c.csv", tmp_path / "p.csv"
+    assert main(["cost", "--experiment", "e", "--runs", str(run), "--benchmarks", str(bench),
+                 "--logs", str(log), "--training", '{"local_epochs": 1}', "--project",
+                 str(paper), "--md", str(md), "--csv", str(csv), "--projection-csv",
+                 str(proj)]) == 0
+    text = md.read_text()
+    assert "# Compute cost of e" in text and "NOT GPU-hours" in text
+    # the paper experiment: fedavg priced (2 runs, 20 rounds, 1437.6 samples), ditto not
+    hours = 2 * (3.0 + 20 * 1437.6 * (5.0 / (10 * 100))) / 3600
+    assert f"| big | mlp | 2 | 1 | 2 | 20 | 1437.60 | {hours:.2f} |" in text
+    assert "1 experiment × method pair(s) not priced" in text
+    assert "| fedavg | 1 | cpu | 10 | 2 | 8.00 | 5.00 | 0.50 | 2.00 | 300.50 | 7.50 |" in text
+    assert pd.read_csv(csv)["method"].tolist() == ["fedavg"]
+    assert pd.read_csv(proj)["method"].tolist() == ["fedavg", "ditto"]
+
+
+def test_cost_needs_aligned_inputs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="one of each per job"):
+        job_costs(["a"], [], ["c"], {})
+
+
+def test_write_cost_labels_gpu_measurements_as_gpu_hours(tmp_path: Path) -> None:
+    measured = pd.DataFrame([{"method": "fedavg", "jobs": 1, "device": "NVIDIA H200",
+                              "rounds": 1, "clients": 1, "wall_s": 1.0, "train_s": 1.0,
+                              "s_per_round": 1.0, "rounds_per_s": 1.0, "max_rss_mb": 1.0,
+                              "cpu_s": 1.0}])
+    projected = pd.DataFrame([{"experiment": "x", "method": "fedavg", "model": "cnn",
+                               "runs": 1, "rounds": 1, "samples_per_round": 1.0,
+                               "rate_from": "fedavg", "hours": 2.5, "note": ""}])
+    write_cost(measured, projected, tmp_path / "a.md", tmp_path / "a.csv")
+    text = (tmp_path / "a.md").read_text()
+    assert "Total: 2.5 hours (GPU-hours) for the methods priced; 0 experiment" in text
+    assert "| x | cnn | 1 | 1 | 1 | 1 | 1.00 | 2.50 |" in text
