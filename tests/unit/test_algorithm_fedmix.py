@@ -358,3 +358,98 @@ def test_uneven_data_and_more_classes_run():
     for k in range(3):
         out = alg.predict(state, k, e.data.x[e.data.test[k]], 2)
         torch.testing.assert_close(out.sum(1), torch.ones(len(out)))
+
+
+# ---------------------------------------------------------------------- local posteriors
+
+
+@pytest.mark.parametrize("bad", [{"posterior": "writer"},
+                                 {"posterior": "shard", "objective": "marginal"}])
+def test_posterior_option_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_hyper(FedMix, bad)
+
+
+def _untrained(alg, monkeypatch):
+    def untrained(state, s, rnd, mass):
+        return clone(state["experts"]), clone(take(state["gates"], s)), 0.0
+
+    monkeypatch.setattr(alg, "_local_steps", untrained)
+
+
+def test_label_shard_posterior_is_eq6_per_shard_and_class(monkeypatch):
+    # the joint of the toy does not depend on the shard, so every shard's q(z | y, s) is
+    # the global hand value Q_BETA1 for each class it holds (all three hold both)
+    _, alg = _alg({"experts": 2, "gate_hidden": 0, "posterior": "label_shard"})
+    state = _hand_state(alg)
+    assert state["q_local"].shape == (3, 2, 2)
+    _untrained(alg, monkeypatch)
+    state, _ = alg.round(state, 1)
+    for s in range(3):
+        torch.testing.assert_close(state["q_local"][s], torch.tensor(Q_BETA1,
+                                                                     dtype=torch.float64))
+    torch.testing.assert_close(state["q"], torch.tensor(Q_BETA1, dtype=torch.float64))
+
+
+def test_shard_posterior_pools_a_shards_classes_by_hand(monkeypatch):
+    # q(z | s) ∝ exp(mean over the shard's samples of the joint): client 0 holds classes
+    # [0, 1, 0, 1] -> exp((2 log j0 + 2 log j1) / 4) = geometric means of the JOINT rows
+    _, alg = _alg({"experts": 2, "gate_hidden": 0, "posterior": "shard"})
+    state = _hand_state(alg)
+    assert state["q_local"].shape == (3, 1, 2)
+    _untrained(alg, monkeypatch)
+    state, _ = alg.round(state, 1)
+    labels = {0: [0, 1, 0, 1], 1: [0, 1], 2: [1, 0, 1]}
+    expected = {}
+    for s, ys in labels.items():
+        logit = [sum(math.log(JOINT[y][k]) for y in ys) / len(ys) for k in range(2)]
+        z = [math.exp(v) for v in logit]
+        expected[s] = [v / sum(z) for v in z]
+        assert state["q_local"][s, 0].tolist() == pytest.approx(expected[s])
+    # the recorded (pooled) q(z | y = c): Σ_s n_sc q_s / n_c
+    for c in range(2):
+        n = {s: ys.count(c) for s, ys in labels.items()}
+        pooled = [sum(n[s] * expected[s][k] for s in labels) / sum(n.values())
+                  for k in range(2)]
+        assert state["q"][c].tolist() == pytest.approx(pooled)
+    # a shard's samples are weighted by its own q, whatever their class
+    idx = alg.engine.data.train[2]
+    r = alg.responsibilities(state["experts"], take(state["gates"], 2), 2, idx,
+                             alg.client_q(state, 2))
+    torch.testing.assert_close(r, torch.tensor([expected[2]] * 3, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("posterior", ["label_shard", "shard"])
+def test_local_posteriors_send_only_experts(posterior):
+    e, alg = _alg({"experts": 2, "gate_hidden": 3, "posterior": posterior})
+    alg.round(alg.init(), 1)
+    assert e.traffic.down.tolist() == [2 * e.model_size] * 3
+    assert e.traffic.up.tolist() == [2 * e.model_size] * 3
+
+
+def test_label_posterior_keeps_the_global_q_bits():
+    # posterior label is the default: no local table, and the same bits as before
+    runs = []
+    for params in ({"experts": 2, "gate_hidden": 4}, {"experts": 2, "gate_hidden": 4,
+                                                      "posterior": "label"}):
+        _, alg = _alg(params)
+        state = alg.init()
+        assert "q_local" not in state
+        for rnd in (1, 2):
+            state, _ = alg.round(state, rnd)
+        runs.append(state)
+    _equal(runs[0]["experts"], runs[1]["experts"])
+    assert torch.equal(runs[0]["q"], runs[1]["q"])
+
+
+def test_shard_posterior_checkpoints_and_resumes():
+    _, alg = _alg({"experts": 2, "gate_hidden": 4, "posterior": "shard"})
+    state, _ = alg.round(alg.init(), 1)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=True)
+    a, _ = alg.round(clone(state), 2)
+    b, _ = alg.round(loaded, 2)
+    _equal(a["experts"], b["experts"])
+    assert torch.equal(a["q_local"], b["q_local"])

@@ -63,6 +63,7 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     "fedmix_label_permutation_cpu-gates-fedmix",
     "fedmix_label_permutation_cpu-posterior-fedmix",
     "fedmix_label_skew_cpu-posterior-fedmix",
+    "fedmix_rotated_cpu-gates-fedmix_shard",          # q(z|s): gates by group
 ])
 def test_every_figure_is_built(cpu_scale: Path, figure: str) -> None:
     for ext in ("pdf", "png"):
@@ -151,7 +152,8 @@ def test_perfedckt_table2_heterogeneous_at_cpu_scale(cpu_scale: Path) -> None:
 
 def test_fedmix_table_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/fedmix_table_cpu.csv")
-    methods = {"fedavg", "local", "fedmix", "fedmix_k1", "fedmix_k2", "fedmix_k8"}
+    methods = {"fedavg", "local", "fedmix", "fedmix_k1", "fedmix_k2", "fedmix_k8",
+               "fedmix_label_shard", "fedmix_shard"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {
         "fedmix_label_skew_cpu", "fedmix_rotated_cpu", "fedmix_rotated_cpu_digits",

@@ -39,6 +39,16 @@ in training has no gate: :meth:`FedMix.predict_unseen` predicts with
 p(y | x) ∝ Σ_k q(z = k | y) p(y | x, w_k), the global q standing in for the missing gate
 (the step the text announces but whose formula it lost: our reading).
 
+``posterior`` says what q is conditioned on. ``label`` (default) is the paper's global
+q(z | y) above. The text also allows conditioning on the shard ("conditioning q(z|y) on
+s is possible and results in localized approximations with parameters φ_s that do not
+need to be communicated"; the authors found the global q aligns the gates better):
+``label_shard`` is q(z | y, s), eq. 6 over shard s's own class-c samples, and ``shard``
+is q(z | s), eq. 6 over all of shard s's samples (the shard as the only side
+information). Both stay on the client (nothing but the experts is sent); the recorded
+q(z | y = c) and the q of :meth:`FedMix.predict_unseen` are then the shards' q pooled by
+their class-c sample counts, Σ_s n_sc q(z | c, s) / Σ_s n_sc.
+
 ``objective: marginal`` optimises eq. 4 itself (the paper: possible, but it tends to
 collapse onto one expert): r_ik is then the posterior p(z = k | x_i, y_i, s) ∝
 p(y_i | x_i, w_k) p(z = k | x_i, θ_s) under the current parameters, recomputed every
@@ -76,7 +86,7 @@ Choices where the paper's text is silent (ours, configurable where marked):
   expert k (the expert part of the bound it minimises);
 * recorded every round: each client's mean gate p(z = k | x, θ_s) over its test inputs
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
-  column holds the class c, peer = expert k).
+  column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
 """
 
 from __future__ import annotations
@@ -102,6 +112,8 @@ GATE_MASS = "gate_mass"
 EXPERT_POSTERIOR = "expert_posterior"
 
 OBJECTIVES = ("bound", "marginal")
+#: What q(z | ...) is conditioned on (``posterior``; see the module docstring).
+POSTERIORS = ("label", "label_shard", "shard")
 GATES = ("learned", "one_hot")
 
 
@@ -121,6 +133,11 @@ class FedMixHyper:
                                  "p(z=s|x,s) = 1 fixed (needs experts = clients and "
                                  "objective marginal; K = S one-hot is Local).",
                       choices=GATES)
+    posterior: str = hyper("label", "What q is conditioned on: label = the paper's global "
+                                    "q(z|y) (eq. 6, per-class sums sent); label_shard = "
+                                    "q(z|y,s) and shard = q(z|s), each kept on its client "
+                                    "(never sent). Only with objective bound.",
+                           choices=POSTERIORS)
     gate_hidden: int = hyper(128, "Hidden ReLU units of the gate MLP on the flattened "
                                   "input (0: linear gate); not stated in the paper.",
                              minimum=0)
@@ -140,6 +157,12 @@ class FedMixHyper:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"fedmix: objective must be one of {list(OBJECTIVES)}, "
                              f"got {self.objective!r}")
+        if self.posterior not in POSTERIORS:
+            raise ValueError(f"fedmix: posterior must be one of {list(POSTERIORS)}, "
+                             f"got {self.posterior!r}")
+        if self.posterior != "label" and self.objective != "bound":
+            raise ValueError("fedmix: posterior label_shard or shard needs objective bound "
+                             "(the marginal objective has no q)")
         if self.gate not in GATES:
             raise ValueError(f"fedmix: gate must be one of {list(GATES)}, got {self.gate!r}")
         if self.gate == "one_hot" and self.objective != "marginal":
@@ -194,6 +217,11 @@ class FedMix(Algorithm):
         """Whether q(z|y) is learned and exchanged (``objective: bound`` and K > 1)."""
         return self.hp.objective == "bound" and self.hp.experts > 1
 
+    @property
+    def local_q(self) -> bool:
+        """Whether each client keeps its own q (``posterior`` label_shard or shard)."""
+        return self.learns_q and self.hp.posterior != "label"
+
     def init(self) -> State:
         """K experts from distinct seeds, a gate per client, uniform q, optimiser states."""
         e = self.engine
@@ -212,6 +240,10 @@ class FedMix(Algorithm):
             "q": torch.full((e.data.num_classes, k_all), 1.0 / k_all, dtype=torch.float64),
             "gates": {}, "gate_opt": {},
         }
+        if self.local_q:  # (S, C', K): C' = C for q(z|y,s), 1 for q(z|s)
+            rows = e.data.num_classes if self.hp.posterior == "label_shard" else 1
+            state["q_local"] = torch.full((s_all, rows, k_all), 1.0 / k_all,
+                                          dtype=torch.float64)
         if self.learned_gate:
             features = int(np.prod(e.data.x.shape[1:]))
             gates = [init_gate(features, self.hp.gate_hidden, k_all,
@@ -223,6 +255,32 @@ class FedMix(Algorithm):
         return state
 
     # ------------------------------------------------------------------ pieces
+    def client_q(self, state: State, client: int) -> torch.Tensor:
+        """The q(z | y = c) client ``client`` weights its samples with: (C, K), float64.
+
+        The global q (``posterior: label``), or the client's own q(z | y, s) or q(z | s)
+        (the same row for every class).
+        """
+        if not self.local_q:
+            return state["q"]
+        return state["q_local"][client].expand(self.engine.data.num_classes, -1)
+
+    def pooled_q(self, q_local: torch.Tensor) -> torch.Tensor:
+        """The shards' q(z | c, s) pooled by class-c counts: Σ_s n_sc q / Σ_s n_sc, (C, K).
+
+        A class no client trains on gets the unweighted mean over shards.
+        """
+        e = self.engine
+        num_classes = e.data.num_classes
+        counts = torch.stack([torch.bincount(e.data.y[e.data.train[s]].cpu(),
+                                             minlength=num_classes).to(torch.float64)
+                              for s in range(e.num_clients)])  # (S, C)
+        tables = q_local.expand(-1, num_classes, -1)  # (S, C, K)
+        total = counts.sum(0)  # (C,)
+        mean = tables.mean(0)
+        pooled = (counts[:, :, None] * tables).sum(0) / total.clamp_min(1.0)[:, None]
+        return torch.where((total > 0)[:, None], pooled, mean)
+
     def gate_log_probs(self, state: State, client: int, x: torch.Tensor) -> torch.Tensor:
         """The gate's log p(z = k | x, θ_client): (n, K), float32 (−inf off a one-hot's expert)."""
         return self._gate_log_probs(take(state["gates"], client) if self.learned_gate else {},
@@ -274,7 +332,8 @@ class FedMix(Algorithm):
         def client_mass(s: int) -> torch.Tensor:
             idx = e.data.train[s]
             gate = take(state["gates"], s) if self.learned_gate else {}
-            return self.responsibilities(experts, gate, s, idx, q).to(torch.float64).sum(0).cpu()
+            return self.responsibilities(experts, gate, s, idx, self.client_q(state, s)).to(
+                torch.float64).sum(0).cpu()
 
         for s, m in zip(range(s_all), e.threads.map_clients(client_mass, range(s_all)),
                         strict=True):
@@ -305,13 +364,20 @@ class FedMix(Algorithm):
                 if mass[s, k] > 0:
                     averages[k].add(s, take(trained, k))
             if s_sums is not None and s_counts is not None:
-                sums += s_sums
-                counts += s_counts
+                if self.local_q:  # the client's own q: eq. 6 over its samples, kept there
+                    if self.hp.posterior == "shard":
+                        s_sums = s_sums.sum(0, keepdim=True)
+                        s_counts = s_counts.sum(0, keepdim=True)
+                    state["q_local"][s] = self.q_update(s_sums, s_counts,
+                                                        state["q_local"][s])
+                else:
+                    sums += s_sums
+                    counts += s_counts
             losses[s] = loss
             uploaded = int((mass[s] > 0).sum())
             up = uploaded * model_size
             down = k_all * model_size
-            if self.learns_q:
+            if self.learns_q and not self.local_q:
                 up += num_classes * k_all + num_classes  # per-class sums and counts
                 down += num_classes * k_all  # q
             elif self.hp.objective == "marginal" and k_all > 1:
@@ -323,7 +389,9 @@ class FedMix(Algorithm):
             if mass[:, k].sum() > 0:
                 put(new, k, averages[k].result())
         state["experts"] = new
-        if self.learns_q:
+        if self.local_q:
+            state["q"] = self.pooled_q(state["q_local"])
+        elif self.learns_q:
             state["q"] = self.q_update(sums, counts, q)
         return state, losses
 
@@ -358,7 +426,7 @@ class FedMix(Algorithm):
         running = [0.0] * k_all
         trains = [bool(mass[k] > 0) for k in range(k_all)]
         for idx in batches:
-            r = self.responsibilities(work, gate, s, idx, state["q"])
+            r = self.responsibilities(work, gate, s, idx, self.client_q(state, s))
             for k in range(k_all):
                 if not trains[k]:
                     continue
