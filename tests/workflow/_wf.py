@@ -24,14 +24,9 @@ TINY = Path(__file__).with_name("config.yaml")
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "environment.yml")
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900,
-              configfile: bool = True, env: Mapping[str, str] | None = None
-              ) -> subprocess.CompletedProcess:
-    """Run Snakemake on the copy in ``workdir``; ``env`` overrides environment variables.
-
-    ``configfile=False`` leaves out ``--configfile``: the Snakefile's own
-    ``configfile: "config.yaml"`` reads the config.
-    """
+def _command(workdir: Path, args: tuple[str, ...], configfile: bool,
+             env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The Snakemake command line and environment of :func:`snakemake`."""
     environ = dict(os.environ)
     environ.pop("PFLREPRO_ANY_SOURCE", None)
     environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}"
@@ -41,6 +36,18 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 90
               if configfile else [])
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"),
            "--directory", str(workdir), *config, "--cores", "2", *args]
+    return cmd, environ
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900,
+              configfile: bool = True, env: Mapping[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
+    """Run Snakemake on the copy in ``workdir``; ``env`` overrides environment variables.
+
+    ``configfile=False`` leaves out ``--configfile``: the Snakefile's own
+    ``configfile: "config.yaml"`` reads the config.
+    """
+    cmd, environ = _command(workdir, args, configfile, env)
     proc = subprocess.run(cmd, cwd=workdir, env=environ, capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:
@@ -76,3 +83,11 @@ def planned_jobs(proc: subprocess.CompletedProcess) -> list[tuple[str, dict[str,
         wildcards = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
         jobs.append((m.group(1), wildcards))
     return jobs
+
+
+def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen:
+    """Start Snakemake as :func:`snakemake` would run it, without waiting (text pipes)."""
+    cmd, environ = _command(workdir, args, True, None)
+    return subprocess.Popen(cmd, cwd=workdir, env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from _wf import new_workdir, planned_jobs, snakemake
+from _wf import new_workdir, planned_jobs, snakemake, start_snakemake
 
 TINY = Path(__file__).with_name("config.yaml")
 RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
@@ -127,6 +128,36 @@ def test_same_seed_gives_identical_parquet(built: Path) -> None:
     first = (built / target).read_bytes()
     snakemake(built, "--force", target, "--allowed-rules", "train")
     assert (built / target).read_bytes() == first
+
+
+def test_a_second_snakemake_on_a_running_directory_is_refused(built: Path) -> None:
+    # the fault campaign: two runs at once on one results directory. Snakemake's lock
+    # refuses the second before it plans a job; the first finishes, its output unchanged.
+    runs = sorted(p.relative_to(built).as_posix()
+                  for p in (built / "results/runs/tiny").rglob("*.parquet"))
+    assert len(runs) == RUNS
+    before = {run: (built / run).read_bytes() for run in runs}
+    # every training job again: the first run holds its lock for a while
+    first = start_snakemake(built, "--force", *runs, "--allowed-rules", "train")
+    try:
+        locks = built / ".snakemake/locks"
+        deadline = time.monotonic() + 120
+        while not (locks.is_dir() and any(locks.iterdir())):
+            assert first.poll() is None, first.communicate()[0]
+            assert time.monotonic() < deadline, "the first run never took its lock"
+            time.sleep(0.05)
+        # a second run that would write the same file (Snakemake locks files, not the
+        # directory: a run with other outputs, or with nothing to do, may go ahead)
+        second = snakemake(built, "--force", runs[-1], "--allowed-rules", "train",
+                           check=False)
+        out = second.stdout + second.stderr
+        assert second.returncode != 0, out
+        assert "cannot be locked" in out, out
+        assert "rule train" not in out, out
+    finally:
+        text, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, text
+    assert {run: (built / run).read_bytes() for run in runs} == before
 
 
 def test_lint_is_clean(built: Path) -> None:
