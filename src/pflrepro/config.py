@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -266,29 +265,39 @@ def code_digest(algorithm: str, src: Path = _SRC) -> str:
     return digest_files(src, training_files(algorithm, src))
 
 
-def _digest(files: list[Path]) -> str:
-    h = hashlib.sha256()
-    for path in files:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+#: What a partition job (``pflrepro partition``) runs besides its scheme's module: the
+#: partition base and the data store it reads labels and extra arrays from.
+PARTITION_ENTRIES = ("pflrepro.data.partition", "pflrepro.data.store")
 
 
 @functools.cache
-def partition_code_digest(scheme: str) -> str:
-    """SHA-256 (16 hex digits) of the partition base and ``scheme``'s module.
+def partition_files(scheme: str, src: Path = _SRC) -> tuple[Path, ...]:
+    """Every source file a partition job of ``scheme`` runs, sorted.
 
-    A partition job's parameters include it, so editing a scheme re-partitions (and
-    retrains on) only that scheme's partitions. Computed once per process.
+    The static import closure of :data:`PARTITION_ENTRIES` and the scheme's module,
+    without the other schemes' modules (the schemes package imports them all to
+    register them; none of their code runs in this scheme's split) and what only they
+    import. Computed once per process.
     """
-    import inspect
-
     from pflrepro.data.partition import PARTITIONERS
 
     if scheme not in PARTITIONERS:
         raise ConfigError(f"unknown partition scheme {scheme!r}")
-    return _digest([_ROOT / "data/partition.py",
-                    Path(inspect.getsourcefile(PARTITIONERS[scheme]) or "")])
+    own = PARTITIONERS[scheme].__module__
+    others = {cls.__module__ for cls in PARTITIONERS.values()} - {own}
+    closure = import_closure(src, [*PARTITION_ENTRIES, own], known=others)
+    return tuple(sorted(closure.values()))
+
+
+@functools.cache
+def partition_code_digest(scheme: str, src: Path = _SRC) -> str:
+    """SHA-256 (16 hex digits) over :func:`partition_files` of ``scheme``.
+
+    A partition job's parameters include it, so editing a scheme re-partitions (and
+    retrains on) only that scheme's partitions, and editing what every split runs (the
+    partition base, the seeding, the data store) re-partitions all.
+    """
+    return digest_files(src, partition_files(scheme, src))
 
 
 #: Training keys that must be finite numbers, and whether 0 is allowed.

@@ -59,6 +59,8 @@ GROUP = "group"
 ARCHITECTURE = "architecture"
 MODEL_SIZE = "model_size"
 WEIGHT = "weight"
+#: Each client's cluster (Clustered FL) or chosen hypothesis (HypCluster) id per round.
+CLUSTER = "cluster"
 #: Mean squared per-parameter distance ‖w_i − w_j‖²/P between two clients' models.
 MODEL_DISTANCE = "model_distance"
 #: One row (client -1) in a run that diverged: the round its losses became non-finite.

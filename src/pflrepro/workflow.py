@@ -450,10 +450,8 @@ def expert_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
 
 def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Methods of ``experiment`` whose algorithm records each client's cluster id."""
-    from pflrepro.algorithms.clustered_fl import CLUSTER
-
     return [m for m in cfg.experiments[experiment].methods
-            if cfg.methods[m].algorithm in recording(CLUSTER)]
+            if cfg.methods[m].algorithm in recording(R.CLUSTER)]
 
 
 # ------------------------------------------------------------------ compute cost

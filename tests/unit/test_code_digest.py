@@ -31,6 +31,8 @@ from pflrepro.config import (
     TRAINING_ENTRIES,
     _algorithm_files,
     code_digest,
+    partition_code_digest,
+    partition_files,
     training_core,
     training_files,
 )
@@ -253,3 +255,42 @@ def test_editing_a_module_makes_exactly_the_runs_that_execute_it_stale(
     assert changed_after_editing("algorithms/federico.py") == {
         r for r, a in algorithm.items() if a == "federico"}
     assert changed_after_editing("reporting/tables.py") == set()
+
+
+# --- the partition jobs' digest ----------------------------------------------------
+
+def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
+        tmp_path: Path) -> None:
+    files = _rel(partition_files("dirichlet"))
+    assert {"data/partition.py", "data/schemes/dirichlet.py", "seeding.py",
+            "data/store.py"} <= files
+    assert not {"data/schemes/rotation.py", "data/schemes/iid.py", "engine.py",
+                "run.py"} & files
+    assert partition_code_digest("dirichlet") != partition_code_digest("rotation")
+    src = tmp_path / "src"
+    shutil.copytree(_SRC / "pflrepro", src / "pflrepro",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    schemes = ("dirichlet", "rotation", "iid")
+
+    def digests() -> dict[str, str]:
+        return {s: digest_files(src, partition_files(s, src)) for s in schemes}
+
+    before = digests()
+    assert before == {s: partition_code_digest(s) for s in schemes}  # same files, bytes
+
+    def changed_after_editing(rel: str) -> set[str]:
+        path = src / "pflrepro" / rel
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# an edit\n")
+        try:
+            after = digests()
+        finally:
+            path.write_bytes(original)
+        return {s for s in schemes if after[s] != before[s]}
+
+    # the seeding every split draws from (the old digest, partition.py and the
+    # scheme's file only, missed it), the scheme itself, and code no split runs
+    assert changed_after_editing("seeding.py") == set(schemes)
+    assert changed_after_editing("data/schemes/rotation.py") == {"rotation"}
+    assert changed_after_editing("engine.py") == set()
+

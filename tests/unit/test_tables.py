@@ -449,3 +449,37 @@ def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
     assert "diverged" not in tidy_table(clean).columns
     write_table(clean, md, tex, csv, caption="c")
     assert "diverged" not in md.read_text() and "diverged" not in csv.read_text()
+
+
+def test_a_method_that_never_split_is_named_under_the_table(tmp_path) -> None:
+    from pflrepro.reporting.tables import one_cluster_methods
+    from pflrepro.results import CLUSTER
+
+    def with_clusters(run: pd.DataFrame, ids: Mapping[int, Sequence[int]]) -> pd.DataFrame:
+        log = MetricLog()
+        for round_, values in ids.items():
+            log.add_per_client(round_, CLUSTER, values)
+        extra = log.to_frame({c: run[c].iloc[0] for c in run.columns
+                              if c not in ("round", "client", "peer", "metric", "value")})
+        return pd.concat([run, extra], ignore_index=True)
+
+    never = with_clusters(make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="clustered_fl"),
+                          {0: [0, 0], 5: [0, 0]})
+    split = with_clusters(make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="hypcluster"),
+                          {0: [0, 0], 5: [0, 1]})
+    agg = pd.concat([never, split, make_run({0: [0.1, 0.1], 5: [0.5, 0.5]},
+                                            method="fed_avg")], ignore_index=True)
+    assert one_cluster_methods(agg) == ["clustered_fl"]
+    # one split in a second run of the same method: it did split, no note
+    again = with_clusters(make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="clustered_fl",
+                                   split_seed=1), {0: [0, 0], 5: [1, 0]})
+    assert one_cluster_methods(pd.concat([agg, again], ignore_index=True)) == []
+    md, tex, csv = (tmp_path / f"t.{e}" for e in ("md", "tex", "csv"))
+    write_table(accuracy_table(agg), md, tex, csv, caption="c")
+    note = "every client stayed in one cluster in every round of every run (no split)"
+    assert f"clustered_fl: {note}" in md.read_text()
+    assert f"clustered\\_fl: {note}" in tex.read_text()  # escaped for LaTeX
+    assert "hypcluster:" not in md.read_text()
+    # no method logging clusters: the note as before
+    write_table(accuracy_table(two_run_aggregate()), md, tex, csv, caption="c")
+    assert "cluster" not in md.read_text()

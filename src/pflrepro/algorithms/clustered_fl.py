@@ -38,7 +38,7 @@ from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
 from pflrepro.params import stack, take, weighted_mean
-from pflrepro.results import MetricLog
+from pflrepro.results import CLUSTER, MetricLog
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,6 @@ class ClusteredFLHyper:
 
 
 #: Metric name of each client's cluster id (client i, value = cluster id).
-CLUSTER = "cluster"
 
 
 def flatten(params: Params) -> torch.Tensor:

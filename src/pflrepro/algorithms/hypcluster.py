@@ -59,12 +59,7 @@ from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
 from pflrepro.params import put_rows, rows, stack, take, weighted_mean
-from pflrepro.results import MetricLog
-
-#: Metric name of each client's chosen hypothesis (client k, value = index m). The same
-#: string as ``pflrepro.algorithms.clustered_fl.CLUSTER``, defined here so that running
-#: HypCluster imports no other method's module.
-CLUSTER = "cluster"
+from pflrepro.results import CLUSTER, MetricLog
 
 
 @dataclasses.dataclass(frozen=True)

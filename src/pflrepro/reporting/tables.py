@@ -37,14 +37,21 @@ import dataclasses
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from pflrepro.io import write_text
-from pflrepro.results import CONFIG_COLUMNS, DIVERGED, N_TEST, TEST_ACCURACY, VALUE_COLUMNS
+from pflrepro.results import (
+    CLUSTER,
+    CONFIG_COLUMNS,
+    DIVERGED,
+    N_TEST,
+    TEST_ACCURACY,
+    VALUE_COLUMNS,
+)
 
 #: Columns that identify one run.
 RUN_KEYS: tuple[str, ...] = tuple(CONFIG_COLUMNS)
@@ -223,6 +230,19 @@ def best_mean_accuracy(agg: pd.DataFrame) -> pd.DataFrame:
     out["bmta_round"] = out["bmta_round"].astype("int64")
     return out[[*keys, "round", "mean_bmta", "bmta_round", "mean_final",
                 "weighted_final"]].reset_index(drop=True)
+
+
+def one_cluster_methods(agg: pd.DataFrame) -> list[str]:
+    """Methods that log cluster ids (:data:`pflrepro.results.CLUSTER`) with one id only.
+
+    Every client in the same cluster in every logged round of every run of the
+    aggregate: the method never split (Clustered FL) or every client always chose the
+    same hypothesis (HypCluster), so it trained one global model, as FedAvg does; its
+    rows then equal or track FedAvg's, which the table's note says.
+    """
+    ids = agg.loc[agg["metric"] == CLUSTER, ["method", "value"]]
+    counts = ids.groupby("method", sort=True)["value"].nunique()
+    return [str(m) for m, n in counts.items() if n == 1]
 
 
 def run_accuracies(agg: pd.DataFrame, metric: str = "weighted_final") -> pd.DataFrame:
@@ -404,7 +424,9 @@ def accuracy_table(agg: pd.DataFrame, methods_order: Sequence[str] | None = None
         if col[-1] == "n":
             table[col] = table[col].fillna(0).astype("int64")
     diverged = runs[runs["diverged"]].groupby(group_keys, sort=False).size()
+    single_cluster = [m for m in one_cluster_methods(agg) if m in table.index]
     table.attrs.update(metric=metric, labels=check_labels(labels, what),
+                       one_cluster=single_cluster,
                        experiment_labels=check_labels(experiment_labels, what),
                        diverged={tuple(str(v) for v in (i if isinstance(i, tuple) else (i,))):
                                  int(n) for i, n in diverged.items()})
@@ -604,6 +626,8 @@ class TableText:
     decimals: int
     #: Per method, per column: runs of the cell that diverged (none: an empty list).
     diverged: list[list[int]] = dataclasses.field(default_factory=list)
+    #: Methods that kept every client in one cluster (:func:`one_cluster_methods`).
+    one_cluster: list[str] = dataclasses.field(default_factory=list)
 
     def header(self, key: tuple[str, ...]) -> str:
         """The flat header of column ``key``: ``<experiment> · <partition>`` or the partition."""
@@ -622,12 +646,20 @@ class TableText:
                     texts[i][j] += f" ({d} diverged)"
         return texts
 
-    def note(self, sym: Mapping[str, str]) -> str:
-        """The note under the table (what the cells are, over how many runs)."""
+    def note(self, sym: Mapping[str, str], escape: Callable[[str], str] = str) -> str:
+        """The note under the table (what the cells are, over how many runs).
+
+        ``escape`` quotes method names for the output format.
+        """
         text = _note(self.filled, self.single, self.usual_n, self.metric_names, sym)
         if any(any(row) for row in self.diverged):
             text += (" (k diverged): k runs of the cell diverged (a non-finite loss); they "
                      "stopped there and count with their accuracy at that round.")
+        if self.one_cluster:
+            names = ", ".join(escape(m) for m in self.one_cluster)
+            text += (f" {names}: every client stayed in one cluster in every round of "
+                     f"every run (no split), so it trained a single global model, as "
+                     f"FedAvg does.")
         return text
 
 
@@ -696,7 +728,8 @@ def table_text(table: pd.DataFrame, caption: str, *, decimals: int = 1,
                      usual_n=max(frequency, key=lambda n: (frequency[n], n)), filled=filled,
                      single=bool(tidy["std"].isna().any()), decimals=decimals,
                      diverged=[[diverged.get((str(method), *key), 0) for key in keys]
-                               for method in table.index] if diverged else [])
+                               for method in table.index] if diverged else [],
+                     one_cluster=list(table.attrs.get("one_cluster") or []))
 
 
 def render_markdown(text: TableText) -> str:
@@ -706,7 +739,7 @@ def render_markdown(text: TableText) -> str:
              "|:--|" + "--:|" * len(text.keys)]
     for method, row in zip(text.methods, text.cell_texts(_MD), strict=True):
         lines.append(f"| {_md_escape(method)} | " + " | ".join(row) + " |")
-    lines += ["", text.note(_MD), ""]
+    lines += ["", text.note(_MD, _md_escape), ""]
     return "\n".join(lines)
 
 
@@ -745,7 +778,7 @@ def render_latex(text: TableText) -> str:
         "  \\end{tabular}",
         "",
         "  \\smallskip",
-        f"  {{\\footnotesize {text.note(_TEX)}}}",
+        f"  {{\\footnotesize {text.note(_TEX, _latex_escape)}}}",
         "\\end{table}",
         "",
     ]

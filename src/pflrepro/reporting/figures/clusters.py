@@ -35,11 +35,7 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.tables import check_aggregate, display_labels, order_values
-
-#: The metric of the cluster ids (``pflrepro.algorithms.clustered_fl.CLUSTER``, written
-#: here so that drawing the figure imports no torch).
-CLUSTER = "cluster"
-
+from pflrepro.results import CLUSTER
 
 @dataclass(frozen=True)
 class ClusterPanel:
