@@ -333,8 +333,10 @@ def test_round_is_deterministic_and_thread_count_free():
         assert np.array_equal(losses, runs[0][1])
 
 
-def test_state_checkpoints_and_resumes():
-    _, alg = _alg({"experts": 2, "gate_hidden": 4})
+@pytest.mark.parametrize("posterior", ["label", "shard"])
+def test_state_checkpoints_and_resumes(posterior):
+    # the global q, or each client's own q(z|s) (q_local), survives a checkpoint
+    _, alg = _alg({"experts": 2, "gate_hidden": 4, "posterior": posterior})
     state, _ = alg.round(alg.init(), 1)
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -344,6 +346,8 @@ def test_state_checkpoints_and_resumes():
     b, _ = alg.round(loaded, 2)
     _equal(a["experts"], b["experts"])
     assert torch.equal(a["q"], b["q"])
+    if posterior == "shard":
+        assert torch.equal(a["q_local"], b["q_local"])
 
 
 def test_uneven_data_and_more_classes_run():
@@ -440,16 +444,3 @@ def test_label_posterior_keeps_the_global_q_bits():
         runs.append(state)
     _equal(runs[0]["experts"], runs[1]["experts"])
     assert torch.equal(runs[0]["q"], runs[1]["q"])
-
-
-def test_shard_posterior_checkpoints_and_resumes():
-    _, alg = _alg({"experts": 2, "gate_hidden": 4, "posterior": "shard"})
-    state, _ = alg.round(alg.init(), 1)
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    buf.seek(0)
-    loaded = torch.load(buf, weights_only=True)
-    a, _ = alg.round(clone(state), 2)
-    b, _ = alg.round(loaded, 2)
-    _equal(a["experts"], b["experts"])
-    assert torch.equal(a["q_local"], b["q_local"])
