@@ -11,7 +11,7 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro plot      accuracy|weights|clusters|... --aggregate AGG.parquet --pdf F.pdf --png F.png
     pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
     pflrepro claims    --claims config/claims.yaml --scale cpu --aggregate AGG.parquet ...
-                       --md C.md --csv C.csv
+                       --config config.yaml (or --design JSON) --md C.md --csv C.csv
     pflrepro check-config config.yaml [my.yaml ...]
     pflrepro schema    [--write]
     pflrepro cost      --runs RUN... --benchmarks TSV... --logs LOG... --training JSON
@@ -296,15 +296,29 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _claims(args: argparse.Namespace) -> None:
-    from pflrepro.reporting.claims import evaluate_claims, load_claims, write_claims
+    from pflrepro.reporting.claims import (
+        claim_experiments,
+        design_of,
+        evaluate_claims,
+        load_claims,
+        parse_design,
+        write_claims,
+    )
 
     claims = load_claims(args.claims)
+    if args.design is not None:
+        design = parse_design(args.design)
+    else:  # the experiments' design from the config files, merged as check-config does
+        from pflrepro.config import check_config_paths
+
+        design = design_of(check_config_paths(args.config),
+                           claim_experiments(claims, args.scale))
     agg = _read_aggregates(args.aggregate) if args.aggregate else None
     labels, experiment_labels = _labels(args.labels)
-    frame = evaluate_claims(claims, agg, args.scale, labels=labels,
+    frame = evaluate_claims(claims, agg, args.scale, design=design, labels=labels,
                             experiment_labels=experiment_labels)
     write_claims(frame, args.md, args.csv, scale=args.scale)
-    counts = frame["status"].value_counts().to_dict()
+    counts = frame["verdict"].value_counts().to_dict()
     log.info("claims (%s scale): %s -> %s, %s", args.scale, counts, args.md, args.csv)
 
 
@@ -512,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--aggregate", nargs="*", default=[],
                    help="aggregated runs (none: every claim is missing)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--config", nargs="+", metavar="FILE",
+                       help="config file(s) whose experiments' partitions, methods and seeds "
+                       "a claim needs (merged in order, as check-config does)")
+    which.add_argument("--design", help="the same as JSON (the workflow passes it): "
+                       '{experiment: {"partitions": [...], "methods": [...], '
+                       '"seeds": [[split, train], ...]}}')
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.set_defaults(func=_claims)

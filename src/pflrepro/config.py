@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,69 @@ RESOURCE_DOCS: Mapping[str, str] = {
 
 class ConfigError(ValueError):
     """A config problem; the message names the key."""
+
+
+# ------------------------------------------------------------------------------ names
+# Every config string that becomes a wildcard, a path part or a shell word is held to a
+# pattern here and in the schema (pflrepro.schema), so a name can neither leave the
+# working directory ('..', '/'), nor run as a command ('$(...)', ';', spaces), nor give
+# a file name the file system refuses (length).
+
+#: Longest experiment, table or method name: each is a directory or file name (with
+#: suffixes such as ``-communication.csv``) and part of longer paths.
+NAME_MAX_LENGTH = 64
+#: Experiment and table names: a letter, then letters, digits and '_'.
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+#: Method names: as :data:`NAME_PATTERN`, and single dots inside (``federico_eps0.1``);
+#: never '.' first or last, never '..', '/', '-' or a space.
+METHOD_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*$"
+#: Longest partition id (:attr:`pflrepro.data.partition.Partitioner.id`), a directory
+#: name and, with ``-split<N>.pdf``, a file name (at most 255 bytes on most systems).
+PARTITION_ID_MAX_LENGTH = 200
+#: Partition ids: scheme name and parameter values (``dirichlet-clients4-alpha0.5``).
+PARTITION_ID_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+#: Data mirrors (``data.mirrors``): an absolute directory ('/', or '~/' for the home
+#: directory) or an http(s):// or file:// URL, without characters a shell or a URL
+#: query would read (quotes, '$', '`', ';', '&', '|', '<', '>', parentheses, braces,
+#: brackets, '*', '?', '!', '#', '\\', control characters). Spaces are allowed: the
+#: prepare rule passes each mirror as one quoted word.
+#: Longest mirror.
+MIRROR_MAX_LENGTH = 1024
+MIRROR_PATTERN = r"^(?:/|~/|https?://|file://)[^\x00-\x1f\x7f'\"$`;&|<>(){}\[\]*?!#\\]*$"
+
+#: What each pattern admits, in words (the error messages).
+NAME_RULES: Mapping[str, str] = {
+    NAME_PATTERN: f"a letter, then letters, digits or '_' (at most {NAME_MAX_LENGTH} "
+                  "characters)",
+    METHOD_NAME_PATTERN: f"a letter, then letters, digits, '_' or single '.' inside (no "
+                         f"'..', '/', '-' or spaces; at most {NAME_MAX_LENGTH} characters)",
+    PARTITION_ID_PATTERN: f"letters, digits, '_', '.', '+' or '-', no '..' (at most "
+                          f"{PARTITION_ID_MAX_LENGTH} characters)",
+    MIRROR_PATTERN: "an absolute directory ('/...' or '~/...') or an http(s):// or file:// "
+                    "URL, without quotes, '$', '`', ';', '&', '|', '<', '>', '(', ')', "
+                    "'{', '}', '[', ']', '*', '?', '!', '#', '\\' or control characters",
+}
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_name(name: Any, where: str, pattern: str = NAME_PATTERN,
+               max_length: int = NAME_MAX_LENGTH, what: str = "key") -> str:
+    """Return ``name`` if it matches ``pattern`` and ``max_length``; else :class:`ConfigError`.
+
+    ``where`` is the section holding it (``methods``); the message names the key.
+    """
+    if (not isinstance(name, str) or len(name) > max_length
+            or re.fullmatch(pattern, name) is None):
+        length = (f" ({len(name)} characters)" if isinstance(name, str)
+                  and len(name) > max_length else "")
+        raise ConfigError(f"{where}: {what} {_short(name)}{length} is not allowed (it becomes "
+                          f"part of file paths and command lines): it must be "
+                          f"{NAME_RULES[pattern]}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -402,10 +466,16 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     for name, urls in (data.get("mirrors", {}) or {}).items():
         if name not in DATASETS:
             raise ConfigError(f"data.mirrors.{name}: unknown data set; known: {sorted(DATASETS)}")
-        mirrors[name] = tuple(urls)
+        if not isinstance(urls, list | tuple):
+            raise ConfigError(f"data.mirrors.{name}: must be a list of mirrors, got "
+                              f"{_short(urls)}")
+        mirrors[name] = tuple(check_name(url, f"data.mirrors.{name}[{i}]", MIRROR_PATTERN,
+                                         MIRROR_MAX_LENGTH, what="mirror")
+                              for i, url in enumerate(urls))
 
     methods: dict[str, MethodConfig] = {}
     for name, spec in (raw.get("methods") or {}).items():
+        check_name(name, "methods", METHOD_NAME_PATTERN)
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
         try:
@@ -419,6 +489,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     _check_training_values(defaults, "training")
     experiments: dict[str, ExperimentConfig] = {}
     for name, spec in (raw.get("experiments") or {}).items():
+        check_name(name, "experiments")
         where = f"experiments.{name}"
         dataset = spec.get("dataset")
         if dataset not in DATASETS:
@@ -433,6 +504,8 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                 partitions.append(from_spec(pspec))
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
+            check_name(partitions[-1].id, f"{where}.partitions[{i}]", PARTITION_ID_PATTERN,
+                       PARTITION_ID_MAX_LENGTH, what="partition id")
             if label is not None:
                 labels[partitions[-1].id] = str(label)
         ids = [p.id for p in partitions]
@@ -500,6 +573,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         raise ConfigError("experiments: at least one experiment is required")
     tables = {}
     for name, spec in (raw.get("tables") or {}).items():
+        check_name(name, "tables")
         where = f"tables.{name}"
         if name in experiments:
             raise ConfigError(f"{where}: a table may not share its name with an experiment")
@@ -660,11 +734,6 @@ def _where(path: Iterable[Any]) -> str:
     return out
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _schema_message(error: Any) -> str:
     where = _where(error.absolute_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -675,6 +744,17 @@ def _schema_message(error: Any) -> str:
                 f"known: {', '.join(known)}")
     if error.validator == "propertyNames":
         return f"{where or 'config top level'}: key {_short(error.instance)} is not allowed"
+    pattern = error.schema.get("pattern") if isinstance(error.schema, Mapping) else None
+    if error.validator in ("pattern", "maxLength") and pattern in NAME_RULES:
+        # a name (propertyNames: the key of ``where``) or a mirror: say what is allowed
+        key = "propertyNames" in error.relative_schema_path
+        try:
+            check_name(error.instance, where or "config top level", pattern,
+                       error.schema.get("maxLength", NAME_MAX_LENGTH),
+                       what="key" if key else "mirror" if pattern == MIRROR_PATTERN
+                       else "name")
+        except ConfigError as err:
+            return str(err)
     if error.validator == "enum":
         return (f"{where}: {_short(error.instance)} is not one of "
                 f"{', '.join(map(str, error.validator_value))}")

@@ -19,6 +19,11 @@ from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import (
     DEFAULT_RESOURCES,
     FIGURE_KINDS,
+    METHOD_NAME_PATTERN,
+    MIRROR_MAX_LENGTH,
+    MIRROR_PATTERN,
+    NAME_MAX_LENGTH,
+    NAME_PATTERN,
     RESOURCE_DOCS,
     SCALES,
     SEED_PAIRINGS,
@@ -32,6 +37,11 @@ from pflrepro.training import TRAINING_DOCS, TrainingConfig
 SCHEMA_PATH = Path("workflow/schemas/config.schema.yaml")
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+#: Names of experiments and tables, and of methods (path parts, wildcards, shell words;
+#: :func:`pflrepro.config.check_name` holds them to the same rules).
+_NAME = {"pattern": NAME_PATTERN, "maxLength": NAME_MAX_LENGTH}
+_METHOD_NAME = {"pattern": METHOD_NAME_PATTERN, "maxLength": NAME_MAX_LENGTH}
 
 
 def _typed(value: Any) -> dict[str, Any]:
@@ -180,7 +190,8 @@ def _experiment_schema() -> dict[str, Any]:
             "partitions": {"type": "array", "minItems": 1,
                            "items": {"$ref": "#/$defs/partition"},
                            "description": "Partitions to run every method on."},
-            "methods": {"type": "array", "minItems": 1, "items": {"type": "string"},
+            "methods": {"type": "array", "minItems": 1,
+                        "items": {"type": "string", **_METHOD_NAME},
                         "description": "Names of method variants defined under 'methods'."},
             "split_seeds": {**seeds, "description": "Seeds of the data splits (partitions)."},
             "train_seeds": {**seeds, "description": "Training seeds: run on every split "
@@ -224,10 +235,14 @@ def build_schema() -> dict[str, Any]:
                     "mirrors": {
                         "type": "object",
                         "description": "Per data set, mirrors tried in order (http(s) URLs, "
-                                       "file:// URLs or local directories) before the "
-                                       "built-in defaults.",
+                                       "file:// URLs or absolute local directories, no "
+                                       "shell metacharacters) before the built-in "
+                                       "defaults.",
                         "propertyNames": {"enum": sorted(DATASETS)},
-                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                        "additionalProperties": {
+                            "type": "array",
+                            "items": {"type": "string", "pattern": MIRROR_PATTERN,
+                                      "maxLength": MIRROR_MAX_LENGTH}},
                     },
                 },
             },
@@ -241,13 +256,13 @@ def build_schema() -> dict[str, Any]:
             "tables": {
                 "type": "object",
                 "description": "Tables over several experiments, by name.",
-                "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},
+                "propertyNames": {**_NAME},
                 "additionalProperties": {
                     "type": "object", "additionalProperties": False,
                     "required": ["experiments"],
                     "properties": {
                         "experiments": {"type": "array", "minItems": 1,
-                                        "items": {"type": "string"},
+                                        "items": {"type": "string", **_NAME},
                                         "description": "Experiments whose columns the table "
                                                        "holds, in order."},
                         "caption": {"type": "string", "description": "Table caption."},
@@ -261,11 +276,12 @@ def build_schema() -> dict[str, Any]:
                 },
             },
             "methods": {"type": "object", "description": "Method variants by name.",
+                        "propertyNames": {**_METHOD_NAME},
                         "additionalProperties": {"$ref": "#/$defs/method"}},
             "experiments": {"type": "object", "minProperties": 1,
                             "description": "Experiments by name; each is a grid of runs with "
                                            "its own table and figures.",
-                            "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},
+                            "propertyNames": {**_NAME},
                             "additionalProperties": {"$ref": "#/$defs/experiment"}},
         },
         "$defs": {

@@ -110,3 +110,13 @@ def test_bad_hyperparameters():
         parse_hyper(Ditto, {"lam": -1.0})
     with pytest.raises(ValueError, match="personal_steps"):
         parse_hyper(Ditto, {"personal_steps": -2})
+
+
+def test_docstring_cites_files_of_the_official_repository():
+    # litian96/ditto has flearn/trainers_MTL/ditto.py (and fedbase.py), no flearn/trainers/
+    from pflrepro.algorithms import ditto
+
+    assert "flearn/trainers/ditto.py" not in ditto.__doc__
+    assert "flearn/trainers_MTL/ditto.py" in ditto.__doc__
+    assert Ditto.partial_participation
+    assert "full participation" not in ditto.__doc__

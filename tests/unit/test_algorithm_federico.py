@@ -19,11 +19,14 @@ from _fl_helpers import (
 from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
+from pflrepro.algorithms.local import Local
 from pflrepro.params import take
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
-#: Our former default, kept as a named variant: per-sample mean losses, an epoch of M-steps.
+#: Per-sample mean losses and an epoch of M-steps (the defaults), spelt out.
 FORMER = {"estep_loss": "mean", "mstep": "epoch"}
+#: The former defaults (eq. 3's summed loss, one mini-batch M-step per round).
+LITERAL = {"estep_loss": "sum", "mstep": "step"}
 
 
 def _alg(params=None, data=None, seed=0, **training):
@@ -126,7 +129,7 @@ def test_neighbours_deterministic_per_seed_and_round():
 
 def test_init_table_is_all_to_all_summed_losses():
     # eq. 3: ℓ_ij = Σ_{s ∈ D_i} ℓ(φ_j; x_s, y_s) = n_i · mean loss
-    e, alg = _alg()
+    e, alg = _alg({"estep_loss": "sum"})
     state = alg.init()
     expected = _mean_losses(e, state["params"], [(i, j) for i in range(4) for j in range(4)])
     for (i, j), value in expected.items():
@@ -137,7 +140,7 @@ def test_init_table_is_all_to_all_summed_losses():
 
 def test_summed_loss_sharpens_the_weights():
     # the same models give far sharper weights with the summed loss than with the mean
-    _, summed = _alg()
+    _, summed = _alg({"estep_loss": "sum"})
     _, mean = _alg(FORMER)
     ws, wm = summed.init()["weights"], mean.init()["weights"]
     assert float(ws.max(1).values.mean()) > float(wm.max(1).values.mean())
@@ -239,7 +242,7 @@ def test_accumulative_adds_latest_known_losses():
 # ---------------------------------------------------------------------- M-step
 
 
-@pytest.mark.parametrize("variant", [{}, FORMER])
+@pytest.mark.parametrize("variant", [{}, LITERAL, {"mstep": "full"}, {"table_start": "uniform"}])
 @pytest.mark.parametrize("tracking", ["ema", "accumulative"])
 def test_no_neighbours_is_local_training(variant, tracking):
     # M = 0 (Fig. 6b): no model ever travels, so each client's weights are one-hot on
@@ -265,7 +268,7 @@ def test_mstep_without_neighbours_one_step_by_hand():
     params0 = clone(state["params"])
     state, losses = alg.round(state, 1)
     for k in range(4):
-        (batch,) = e.minibatches(k, 1, f"federico_mstep_{k}", 1)
+        (batch,) = e.minibatches(k, 1, "local", 1)  # the owner's stream is Local's
         assert float(state["weights"][k, k]) == 1.0
         p0 = take(params0, k)
         loss, g = manual_loss_and_grad(p0, e.data.x[batch], e.data.y[batch])
@@ -278,7 +281,7 @@ def test_paper_mstep_is_one_step_on_eq4_by_hand():
     # mstep 'step': one step per round, whatever the local epochs, along
     # Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; batch of D_i)  (eq. 4 with its 1/n)
     lr = 0.3
-    e, alg = _alg({"neighbors": 2, "epsilon": 0.3}, lr=lr, local_epochs=3)
+    e, alg = _alg({"neighbors": 2, "epsilon": 0.3, "mstep": "step"}, lr=lr, local_epochs=3)
     state, _ = alg.round(alg.init(), 1)
     params1 = clone(state["params"])
     nbrs = alg.neighbours(state["weights"], 2)
@@ -291,7 +294,7 @@ def test_paper_mstep_is_one_step_on_eq4_by_hand():
         p = clone(take(params1, k))
         g = {name: torch.zeros_like(v) for name, v in p.items()}
         for i in users:
-            (idx,) = e.minibatches(i, 2, f"federico_mstep_{k}", 1)
+            (idx,) = e.minibatches(i, 2, "local" if i == k else f"federico_mstep_{k}", 1)
             _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
             g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
         expected = {name: p[name] - lr * g[name] for name in p}
@@ -303,7 +306,8 @@ def _manual_mstep(e, params0, w, used, rnd, lr):
     for k in range(e.num_clients):
         users = [i for i in range(e.num_clients) if k in used[i]]
         steps = e.steps_per_round(k)
-        streams = {i: e.minibatches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
+        streams = {i: e.minibatches(i, rnd, "local" if i == k else f"federico_mstep_{k}",
+                                    steps) for i in users}
         p = clone(take(params0, k))
         for s in range(steps):
             g = {n: torch.zeros_like(v) for n, v in p.items()}
@@ -346,6 +350,156 @@ def test_round_is_deterministic():
     assert torch.equal(sa["params"][W], sb["params"][W])
     assert torch.equal(sa["weights"], sb["weights"])
     assert la.tolist() == lb.tolist()
+
+
+# ---------------------------------------------------------------------- readings
+
+
+def test_defaults_are_mean_epoch_all_to_all():
+    hp = parse_hyper(FedeRiCo, {})
+    assert (hp.estep_loss, hp.mstep, hp.table_start) == ("mean", "epoch", "all_to_all")
+
+
+def _near_equal_at_init():
+    # 4 clients of 200 samples: random linear models differ by a fraction of a nat in
+    # mean loss, i.e. by tens of nats summed over 200 samples
+    return make_data(n_train=(200,) * 4, n_test=(2,) * 4, seed=5)
+
+
+def test_default_weights_are_not_one_hot_at_init():
+    # Sec. 3.3: a model slightly better at the start is *likely* sampled more often, not
+    # surely. With the mean loss no row of the first table is one-hot; with the summed
+    # loss (eq. 3 literally) at least one is.
+    _, alg = _alg(data=_near_equal_at_init())
+    state = alg.init()
+    gaps = state["table"].max(1).values - state["table"].min(1).values
+    assert float(gaps.max()) < 1.0  # near-equal models: under a nat apart
+    assert float(state["weights"].max()) < 0.5
+    _, summed = _alg({"estep_loss": "sum"}, data=_near_equal_at_init())
+    assert float(summed.init()["weights"].max()) > 0.99
+
+
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.5), ("adam", 0.05)])
+@pytest.mark.parametrize("tracking", ["ema", "accumulative"])
+def test_no_neighbours_default_is_local_bit_for_bit(optimizer, lr, tracking):
+    # Fig. 6b: "M = 0 is similar to Local Training". With the default M-step (an epoch
+    # of the owner's steps) and w_kk = 1, model k takes Local's steps on Local's batches
+    # (purpose 'local'): the same parameters, optimiser states, losses and predictions.
+    training = dict(optimizer=optimizer, lr=lr, local_epochs=2, rounds=3)
+    ea, eb = make_engine(make_data(**SIZES4), **training), make_engine(make_data(**SIZES4),
+                                                                         **training)
+    loc = Local(ea, parse_hyper(Local, {}))
+    fed = FedeRiCo(eb, parse_hyper(FedeRiCo, {"neighbors": 0, "loss_tracking": tracking}))
+    sa, sb = loc.init(), fed.init()
+    x = ea.data.x
+    for rnd in (1, 2, 3):
+        sa, la = loc.round(sa, rnd)
+        sb, lb = fed.round(sb, rnd)
+        for name in sa["params"]:
+            assert torch.equal(sa["params"][name], sb["params"][name])
+        for name in sa["opt"]:
+            assert torch.equal(sa["opt"][name], sb["opt"][name])
+        assert np.array_equal(la, lb)
+        for k in range(4):
+            assert torch.equal(fed.predict(sb, k, x, rnd), loc.predict(sa, k, x, rnd))
+    # and a whole run logs the same accuracies and losses
+    ea, eb = make_engine(make_data(**SIZES4), **training), make_engine(make_data(**SIZES4),
+                                                                         **training)
+    la = ea.run(Local(ea, parse_hyper(Local, {})))
+    lb = eb.run(FedeRiCo(eb, parse_hyper(FedeRiCo, {"neighbors": 0})))
+
+    def rows(log, metrics):
+        return [(r, c, m, v) for r, c, m, v in zip(log.rounds, log.clients, log.metrics,
+                                                    log.values, strict=True) if m in metrics]
+    same = (R.TEST_ACCURACY, R.TEST_LOSS, R.TRAIN_LOSS)
+    assert rows(la, same) == rows(lb, same)
+    assert len(rows(la, same)) == 4 * (2 * 4 + 3)  # rounds 0-3 evaluated, 3 trained
+
+
+@pytest.mark.parametrize("mstep,steps", [("full", 1), ("step", 1), ("epoch", 2 * 2)])
+def test_mstep_step_counts(monkeypatch, mstep, steps):
+    # local_epochs 2, batch 2, 4 training samples per client: an epoch is 2 steps, so
+    # 'epoch' takes 4 steps per round; 'step' one on one mini-batch (2 samples) per
+    # user; 'full' one on all of every user's data (4 samples)
+    data = make_data(n_train=(4, 4, 4), n_test=(1, 1, 1))
+    e, alg = _alg({"neighbors": 1, "mstep": mstep}, data=data, local_epochs=2)
+    state = alg.init()
+    batch_sizes = []
+    real_grad = e.loss_and_grad
+
+    def sizes(params, idx, *args, **kw):
+        batch_sizes.append(len(idx))
+        return real_grad(params, idx, *args, **kw)
+
+    monkeypatch.setattr(e, "loss_and_grad", sizes)
+    nbrs = alg.neighbours(state["weights"], 1)
+    users = sum(1 + sum(k in nbrs[i] for i in range(3)) for k in range(3))
+    state, _ = alg.round(state, 1)
+    assert state["opt"]["step"].tolist() == [steps] * 3  # the optimiser's step counts
+    assert batch_sizes == [4 if mstep == "full" else 2] * (users * steps)
+
+
+def test_full_mstep_is_one_step_on_eq6_by_hand():
+    # 'full': φ_k <- φ_k - lr Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; all of D_i)
+    #        = φ_k - lr (1/n) Σ_i w_ik Σ_{s∈D_i} ∇ℓ  (eq. 6 with eq. 4's 1/n)
+    lr = 0.3
+    e, alg = _alg({"neighbors": 2, "epsilon": 0.3, "mstep": "full"}, lr=lr, local_epochs=3)
+    state, _ = alg.round(alg.init(), 1)
+    params1 = clone(state["params"])
+    nbrs = alg.neighbours(state["weights"], 2)
+    used = [sorted([i, *nbrs[i]]) for i in range(4)]
+    state, _ = alg.round(state, 2)
+    w = state["weights"].to(torch.float32)
+    n = SIZES4["n_train"]
+    for k in range(4):
+        p = clone(take(params1, k))
+        g = {name: torch.zeros_like(v) for name, v in p.items()}
+        for i in [i for i in range(4) if k in used[i]]:
+            idx = e.data.train[i]
+            _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
+            g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
+        assert_params_close(take(state["params"], k), {m: p[m] - lr * g[m] for m in p})
+
+
+def test_posterior_fills_unknown_entries_with_the_row_mean():
+    # row [1, ?, 3]: the unknown entry counts as 2 -> softmax(-[1, 2, 3]); row [?, 5, ?]
+    # -> uniform
+    nan = float("nan")
+    table = torch.tensor([[1.0, nan, 3.0], [nan, 5.0, nan]], dtype=torch.float64)
+    got = FedeRiCo.posterior(table)
+    e = [math.exp(-1), math.exp(-2), math.exp(-3)]
+    torch.testing.assert_close(got, torch.tensor([[v / sum(e) for v in e], [1 / 3] * 3],
+                                                 dtype=torch.float64))
+
+
+@pytest.mark.parametrize("tracking", ["ema", "accumulative"])
+def test_uniform_start(tracking):
+    # only the own loss is known before round 1 (no model travels): weights exactly
+    # uniform; a model sampled for the first time enters at its loss (EMA) or (rnd + 1)
+    # times it (accumulative), and the rest stay unknown (their row's known mean)
+    e, alg = _alg({"neighbors": 1, "table_start": "uniform", "loss_tracking": tracking,
+                   "beta": 0.6}, lr=0.5)
+    state = alg.init()
+    assert e.traffic.up.tolist() == [0] * 4 and e.traffic.down.tolist() == [0] * 4
+    own = _mean_losses(e, state["params"], [(i, i) for i in range(4)])
+    for i in range(4):
+        for j in range(4):
+            v = float(state["table"][i, j])
+            assert v == pytest.approx(own[i, i], rel=1e-6) if i == j else math.isnan(v)
+    torch.testing.assert_close(state["weights"], torch.full((4, 4), 0.25, dtype=torch.float64))
+    params0 = clone(state["params"])
+    nbrs = alg.neighbours(state["weights"], 1)
+    state, _ = alg.round(state, 1)
+    fresh = _mean_losses(e, params0, [(i, j) for i in range(4) for j in [i, *nbrs[i]]])
+    expected = torch.full((4, 4), float("nan"), dtype=torch.float64)
+    for (i, j), loss in fresh.items():
+        if i == j:  # known before: EMA of the unchanged model's loss / sum of two
+            expected[i, j] = loss if tracking == "ema" else 2 * loss
+        else:  # first seen in round 1
+            expected[i, j] = loss if tracking == "ema" else 2 * loss
+    torch.testing.assert_close(state["table"], expected, equal_nan=True)
+    torch.testing.assert_close(state["weights"], FedeRiCo.posterior(expected))
+    assert int(torch.isnan(state["table"]).sum()) == 4 * 2  # two unknown entries a row
 
 
 # ---------------------------------------------------------------------- predict / record

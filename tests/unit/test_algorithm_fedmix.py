@@ -289,6 +289,62 @@ def test_gate_learns_toward_q():
     assert ce(state) < before
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_q_scales_an_experts_step_under_sgd_and_adam_cancels_it(optimizer):
+    # q(k | y) = (0.25, 0.75) for both classes: expert k's loss is r_k × the batch mean,
+    # so one plain-SGD step moves it r_k × the unweighted step; Adam's first step,
+    # lr · g / (|g| + eps), is the same for any constant r_k: the weighting is lost
+    lr = 0.1
+    e, alg = _alg({"experts": 2, "gate_hidden": 0}, optimizer=optimizer, lr=lr,
+                  local_steps=1)
+    state = alg.init()
+    state["q"] = torch.tensor([[0.25, 0.75], [0.25, 0.75]], dtype=torch.float64)
+    start = {n: v.clone() for n, v in state["experts"].items()}
+    idx = e.minibatches(0, 1, "local", 1)[0]
+    trained, _, _ = alg._local_steps(state, 0, 1, torch.ones(2, dtype=torch.float64))
+    for k, r in enumerate((0.25, 0.75)):
+        _, g = e.loss_and_grad(take(start, k), idx)
+        moved = take(trained, k)[B] - take(start, k)[B]
+        if optimizer == "sgd":
+            torch.testing.assert_close(moved, -lr * r * g[B])
+        else:  # the first Adam step: -lr * g / (|g| + eps), whatever r is
+            torch.testing.assert_close(moved, -lr * g[B] / (g[B].abs() + 1e-8))
+
+
+def test_fedmix_requires_plain_sgd_in_the_config_check():
+    # Adam would cancel q's weighting of the experts (above): the config check rejects
+    # FedMix with Adam or momentum, and every configured FedMix experiment trains
+    # with plain SGD (so its FedAvg rows share the optimiser: K = 1 stays FedAvg)
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    from pflrepro.algorithms.registry import INFOS
+    from pflrepro.config import ConfigError, load_config_file, parse
+
+    assert FedMix.requires_plain_sgd and INFOS["fedmix"].requires_plain_sgd
+    repo = Path(__file__).resolve().parents[2]
+    tiny = yaml.safe_load((repo / "tests/workflow/config.yaml").read_text())
+    for optimizer, momentum, ok in (("adam", 0.0, False), ("sgd", 0.9, False),
+                                    ("sgd", 0.0, True)):
+        raw = copy.deepcopy(tiny)
+        raw["methods"]["fedmix"] = {"algorithm": "fedmix"}
+        raw["experiments"]["tiny"]["methods"].append("fedmix")
+        raw["training"].update(optimizer=optimizer, momentum=momentum)
+        if ok:
+            assert "fedmix" in parse(raw).experiments["tiny"].methods
+        else:
+            with pytest.raises(ConfigError, match="requires plain SGD"):
+                parse(raw)
+    cfg = parse(load_config_file(repo / "config.yaml"))
+    fedmix = {m for m, spec in cfg.methods.items() if spec.algorithm == "fedmix"}
+    experiments = [x for x in cfg.experiments.values() if fedmix & set(x.methods)]
+    assert len(experiments) >= 10  # 5 paper-scale and 5 CPU-scale FedMix experiments
+    for x in experiments:
+        assert (x.training.optimizer, x.training.momentum) == ("sgd", 0.0), x.name
+
+
 def test_communication_counts_bound():
     e, alg = _alg({"experts": 2, "gate_hidden": 3})
     state = alg.init()

@@ -155,6 +155,45 @@ def test_predict_uses_the_chosen_hypothesis():
                               e.probs(take(state["hypotheses"], 1), x))
 
 
+def test_predict_chooses_by_current_losses_not_a_stale_choice():
+    # a client whose recorded choice is stale (it did not take part since the
+    # hypotheses moved) predicts with argmin_m L_k(h_m) of the current hypotheses
+    e, alg = _alg({"hypotheses": 3}, data=_labelled(), lr=0.3)
+    state = alg.init()
+    _set_hypotheses(state, HAND)
+    state["cluster"] = torch.zeros(3, dtype=torch.int64)  # stale: h_0 for everyone
+    for k, m in ((0, 1), (1, 2), (2, 1)):  # HAND: label-0 clients h_1, client 1 h_2
+        xk = e.data.x[e.data.test[k]]
+        torch.testing.assert_close(alg.predict(state, k, xk, 1),
+                                   e.probs(take(state["hypotheses"], m), xk))
+        assert alg.current_choice(state, k) == m
+    assert state["cluster"].tolist() == [0, 0, 0]  # predicting leaves the state alone
+
+
+def test_non_participants_predict_with_their_current_best_hypothesis():
+    # C = 1/3: one client per round; the others' losses are recomputed at evaluation
+    e, alg = _alg({"hypotheses": 3}, data=_labelled(), lr=0.3, client_fraction=0.34)
+    state = alg.init()
+    _set_hypotheses(state, HAND)
+    state["cluster"] = alg.assign(state["hypotheses"])
+    for rnd in (1, 2, 3):
+        state, _ = alg.round(state, rnd)
+    for k in range(3):
+        best = int(alg.assign(state["hypotheses"], [k])[0])
+        xk = e.data.x[e.data.test[k]]
+        torch.testing.assert_close(alg.predict(state, k, xk, 3),
+                                   e.probs(take(state["hypotheses"], best), xk))
+
+
+def test_docstring_states_partial_participation():
+    from pflrepro.algorithms import hypcluster
+
+    assert HypCluster.partial_participation
+    assert "full participation" not in hypcluster.__doc__
+    assert "every client takes part in every round" not in hypcluster.__doc__
+    assert "client_fraction" in hypcluster.__doc__
+
+
 def test_records_the_choice_at_round_zero_and_every_round():
     e, alg = _alg({"hypotheses": 3}, data=_labelled(), lr=0.3)
     state = alg.init()

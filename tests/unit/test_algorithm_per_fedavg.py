@@ -35,8 +35,9 @@ def _manual_hvp(params, x, y, vector):
     return {W: hw, B: hb}
 
 
-def _manual_round(e, start, rnd, alpha, lr, variant):
-    """Plain-SGD Per-FedAvg round by hand: each client's τ MAML steps, size-weighted mean."""
+def _manual_round(e, start, rnd, alpha, lr, variant, weighted=False):
+    """Plain-SGD Per-FedAvg round by hand: each client's τ MAML steps, then the uniform
+    mean (Algorithm 1: 1/(rn) each), or the size-weighted one."""
     x, y = e.data.x, e.data.y
     models, losses = [], []
     for k in range(e.num_clients):
@@ -56,7 +57,7 @@ def _manual_round(e, start, rnd, alpha, lr, variant):
             total += loss
         models.append(w)
         losses.append(total / steps)
-    sizes = e.train_sizes()
+    sizes = e.train_sizes() if weighted else torch.ones(e.num_clients)
     weights = sizes / sizes.sum()
     mean = {n: sum(weights[k] * models[k][n] for k in range(e.num_clients)) for n in (W, B)}
     return mean, losses
@@ -66,7 +67,8 @@ def _manual_round(e, start, rnd, alpha, lr, variant):
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_alpha_zero_is_fedavg_bit_for_bit(variant, optimizer):
     """temp = w when α = 0, D' is FedAvg's 'local' stream, and the HF term vanishes."""
-    e, per = _alg({"alpha": 0.0, "variant": variant}, optimizer=optimizer, lr=0.1)
+    e, per = _alg({"alpha": 0.0, "variant": variant, "aggregation": "weighted"},
+                  optimizer=optimizer, lr=0.1)
     fedavg = FedAvg(e, parse_hyper(FedAvg, {}))
     a, b = per.init(), fedavg.init()
     for rnd in (1, 2, 3):
@@ -96,6 +98,27 @@ def test_round_by_hand(variant):
     state, _ = alg.round(state, 2)
     expected, _ = _manual_round(e, start, 2, alpha, lr, variant)
     assert_params_close(state["global"], expected)
+
+
+def test_server_averages_uniformly_by_default_and_by_size_when_weighted():
+    # train sizes (4, 2, 3): the paper's mean gives each client 1/3, the weighted form
+    # 4/9, 2/9, 3/9; one plain-SGD FO step per client by hand
+    alpha, lr = 0.2, 0.3
+    assert parse_hyper(PerFedAvg, {}).aggregation == "uniform"
+    got = {}
+    for aggregation in ("uniform", "weighted"):
+        e, alg = _alg({"alpha": alpha, "variant": "fo", "aggregation": aggregation},
+                      lr=lr, optimizer="sgd", local_steps=1)
+        state = alg.init()
+        start = clone(state["global"])
+        state, _ = alg.round(state, 1)
+        expected, _ = _manual_round(e, start, 1, alpha, lr, "fo",
+                                    weighted=aggregation == "weighted")
+        assert_params_close(state["global"], expected)
+        got[aggregation] = state["global"]
+    assert not torch.allclose(got["uniform"][W], got["weighted"][W])
+    with pytest.raises(ValueError, match="aggregation"):
+        parse_hyper(PerFedAvg, {"aggregation": "median"})
 
 
 def test_hessian_vector_product_is_exact():
@@ -185,7 +208,8 @@ def test_partial_participation_alpha_zero_is_fedavgs():
 
     data = make_data(n_train=(4, 2, 3, 5), n_test=(1, 1, 1, 1))
     e = make_engine(data, client_fraction=0.5, lr=0.2)
-    alg = PerFedAvg(e, parse_hyper(PerFedAvg, {"alpha": 0.0, "variant": "fo"}))
+    alg = PerFedAvg(e, parse_hyper(PerFedAvg, {"alpha": 0.0, "variant": "fo",
+                                               "aggregation": "weighted"}))
     ref = FedAvg(e, parse_hyper(FedAvg, {}))
     a, b = alg.init(), ref.init()
     for rnd in (1, 2):
@@ -196,3 +220,11 @@ def test_partial_participation_alpha_zero_is_fedavgs():
         assert torch.equal(a["opt"]["step"], b["opt"]["step"])
         chosen = e.participants(rnd)
         assert [k for k in range(4) if la[k] == la[k]] == chosen  # NaN: did not train
+
+
+def test_docstring_states_partial_participation():
+    from pflrepro.algorithms import per_fedavg
+
+    assert PerFedAvg.partial_participation
+    assert "full participation" not in per_fedavg.__doc__
+    assert "client_fraction" in per_fedavg.__doc__

@@ -70,7 +70,7 @@ def test_second_round_distills_towards_the_nearest_centroid():
     lr, lam = 0.2, 0.7
     e, alg = _alg({"clusters": 2, "lam": lam}, lr=lr, local_steps=2, batch_size=2)
     state, _ = alg.round(alg.init(), 1)  # everyone sampled (C = 1); centroids exist now
-    assert bool(state["has_centroids"]) and state["sampled"].all()
+    assert bool(state["has_centroids"])
     centroids = state["centroids"].clone()
     before = [clone(p) for p in state["params"]]
     state, _ = alg.round(state, 2)
@@ -85,7 +85,36 @@ def test_second_round_distills_towards_the_nearest_centroid():
         assert_params_close(state["params"][k], p)
 
 
-def test_round_one_and_new_clients_train_without_the_term():
+def test_a_first_time_participant_distills_towards_its_nearest_centroid():
+    # eq. 4: every sampled client k' picks the centroid closest to its current logits,
+    # also one never sampled before (its model is still its own initialisation)
+    lr, lam = 0.2, 0.7
+    e, alg = _alg({"clusters": 2, "lam": lam}, lr=lr, local_steps=2, batch_size=2,
+                  client_fraction=0.5)
+    state = alg.init()
+    start = [clone(p) for p in state["params"]]
+    first = set(e.participants(1))
+    state, _ = alg.round(state, 1)
+    rnd = next(r for r in range(2, 20) if set(e.participants(r)) - first)
+    for r in range(2, rnd):  # rounds whose participants were all in round 1's
+        state, _ = alg.round(state, r)
+    new = sorted(set(e.participants(rnd)) - first)
+    centroids = state["centroids"].clone()
+    state, _ = alg.round(state, rnd)
+    for k in new:
+        p = start[k]  # never trained: still its initial model
+        target = centroids[nearest(centroids, e.probs(p, e.data.public))]
+        private = e.minibatches(k, rnd, "local", 2)
+        public = alg.public_batches(k, rnd, 2)
+        for idx, rows in zip(private, public, strict=True):
+            p = _manual_distill_step(p, e.data.x[idx], e.data.y[idx], e.data.public[rows],
+                                     target[rows], lr, lam)
+        assert_params_close(state["params"][k], p)
+        plain, _, _ = e.train_client(start[k], e.init_opt(start[k]), k, rnd)
+        assert not torch.allclose(state["params"][k][W], plain[W])  # the term acted
+
+
+def test_round_one_trains_without_the_term():
     # round 1: no centroids; every client trains alone whatever λ is
     e, alg = _alg({"clusters": 2, "lam": 5.0}, lr=0.3)
     state = alg.init()

@@ -20,6 +20,7 @@ SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== scale:", "== pipeline:",
 
 
 @pytest.mark.workflow
+@pytest.mark.bench
 def test_run_all_quick() -> None:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

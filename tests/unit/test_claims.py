@@ -23,10 +23,14 @@ from pflrepro.config import parse
 from pflrepro.reporting.claims import (
     COLUMNS,
     ClaimsError,
+    Design,
     combine,
+    design_json,
+    design_of,
     evaluate_claims,
     load_claims,
     parse_claims,
+    parse_design,
     row_keys,
     write_claims,
 )
@@ -76,14 +80,40 @@ def claims_of(*checks: Mapping[str, Any], experiments: Sequence[str] = ("exp",),
         for k, check in enumerate(checks)]})
 
 
-def evaluate(agg: pd.DataFrame | None, *checks: Mapping[str, Any], **kw: Any) -> pd.DataFrame:
-    return evaluate_claims(claims_of(*checks, **kw), agg, "paper")
+def design_from(agg: pd.DataFrame | None, experiments: Sequence[str] = ()) -> dict[str, Design]:
+    """The design of an aggregate built complete: its partitions x methods x seed pairs."""
+    out = {e: Design(("p2",), ("federico", "local"), ((0, 0),)) for e in experiments}
+    if agg is None:
+        return out
+    for name, rows in agg.groupby("experiment", sort=True):
+        seeds = sorted({(int(a), int(b)) for a, b in zip(rows["split_seed"], rows["train_seed"],
+                                                          strict=True)})
+        out[str(name)] = Design(tuple(sorted(rows["partition"].unique())),
+                                tuple(sorted(rows["method"].unique())), tuple(seeds))
+    return out
+
+
+def copies(agg: pd.DataFrame, k: int = 2) -> pd.DataFrame:
+    """``k`` identical copies of every run (training seeds +0, +100, ...): n = k runs with
+    equal margins, so the interval has zero width and the verdict is the margin's sign."""
+    return pd.concat([agg.assign(train_seed=agg["train_seed"] + 100 * i) for i in range(k)],
+                     ignore_index=True)
+
+
+def evaluate(agg: pd.DataFrame | None, *checks: Mapping[str, Any],
+             design: Mapping[str, Design] | None = None, k: int = 2,
+             **kw: Any) -> pd.DataFrame:
+    """Evaluate checks on ``k`` copies of ``agg`` against the design of the (complete) copies."""
+    agg = None if agg is None else copies(agg, k)
+    if design is None:
+        design = design_from(agg)
+    return evaluate_claims(claims_of(*checks, **kw), agg, "paper", design=design)
 
 
 def one(frame: pd.DataFrame) -> tuple[str, float]:
-    """(status, margin) of a one-row result."""
+    """(verdict, margin) of a one-row result."""
     assert len(frame) == 1, frame
-    return str(frame["status"].iloc[0]), float(frame["margin"].iloc[0])
+    return str(frame["verdict"].iloc[0]), float(frame["margin"].iloc[0])
 
 
 COMPARE = {"type": "compare", "metric": "weighted_final", "a": "federico", "b": "local",
@@ -125,10 +155,15 @@ def test_row_keys_of_the_shipped_file() -> None:
     assert ("federico-only-one-above-local",  # scope together: one row
             "federico_table1_cpu_fashion + federico_table1_cpu_digits") in keys
     assert ("fedem-fedfomo-worse-on-cifar100", "") in keys  # nothing at CPU scale
-    frame = evaluate_claims(claims, None, "cpu")
+    raw = raw_config()
+    cfg = parse({**raw, "scale": "cpu"})
+    design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
+    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1))  # paired
+    assert parse_design(design_json(design)) == design
+    frame = evaluate_claims(claims, None, "cpu", design=design)
     assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
-    assert set(frame["status"]) == {"missing"}  # no results at all: nothing holds
-    assert frame["margin"].isna().all()
+    assert set(frame["verdict"]) == {"missing"}  # no results at all: nothing holds
+    assert frame["margin"].isna().all() and (frame["n"] == 0).all()
 
 
 # --------------------------------------------------------------------------- loader errors
@@ -183,24 +218,22 @@ def test_loader_rejects_duplicate_ids_and_bad_documents(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- logic
-@pytest.mark.parametrize(("groups", "quantifier", "strict", "expected"), [
-    ([[1.0, 2.0]], "all", True, ("holds", 1.0)),
-    ([[1.0, -2.0]], "all", True, ("fails", -2.0)),
-    ([[1.0, None]], "all", True, ("missing", None)),      # never holds with a gap
-    ([[-1.0, None]], "all", True, ("fails", -1.0)),       # a known failure is a failure
-    ([[0.0]], "all", True, ("fails", 0.0)),               # strict: zero is not enough
-    ([[0.0]], "all", False, ("holds", 0.0)),
-    ([[-1.0, 3.0]], "any", True, ("holds", 3.0)),
-    ([[-1.0, None]], "any", True, ("missing", None)),
-    ([[-1.0, -3.0]], "any", True, ("fails", -1.0)),
-    ([[]], "all", True, ("missing", None)),
-    ([[2.0], [1.0]], "all", True, ("holds", 1.0)),        # across groups: all, smallest
-    ([[2.0], [None]], "all", True, ("missing", None)),
-    ([[-2.0], [None], [-1.0]], "all", True, ("fails", -2.0)),
+@pytest.mark.parametrize(("groups", "quantifier", "expected"), [
+    ([[1.0, 2.0]], "all", 1.0),           # worst column
+    ([[1.0, -2.0]], "all", -2.0),
+    ([[-1.0, 3.0]], "any", 3.0),          # best column
+    ([[2.0], [1.0]], "all", 1.0),         # across groups: the worst
+    ([[-1.0, 3.0], [0.5, -4.0]], "any", 0.5),
 ])
-def test_three_valued_combination(groups: list, quantifier: str, strict: bool,
-                                  expected: tuple) -> None:
-    assert combine(groups, quantifier, strict) == expected
+def test_combination_of_terms(groups: list, quantifier: str, expected: float) -> None:
+    assert float(combine(groups, quantifier)) == expected
+
+
+def test_combination_is_elementwise_over_resamples() -> None:
+    got = combine([[np.array([1.0, -1.0]), np.array([2.0, -3.0])]], "all")
+    assert got.tolist() == [1.0, -3.0]
+    with pytest.raises(ValueError, match="without terms"):
+        combine([[]], "all")
 
 
 # --------------------------------------------------------------------------- accuracy checks
@@ -237,6 +270,8 @@ def test_missing_data_is_missing_never_holding() -> None:
     # the experiment has no results
     frame = evaluate(agg, COMPARE, experiments=["other"])
     assert one(frame)[0] == "missing" and math.isnan(one(frame)[1])
+    assert "other is not in the config" in frame["numbers"].iloc[0]
+    frame = evaluate(agg, COMPARE, experiments=["other"], design=design_from(agg, ["other"]))
     assert "no results for other" in frame["numbers"].iloc[0]
     # a method without runs
     frame = evaluate(agg, {**COMPARE, "b": "fedem"})
@@ -249,7 +284,7 @@ def test_missing_data_is_missing_never_holding() -> None:
     assert one(evaluate(None, COMPARE))[0] == "missing"
     # one experiment present and holding, another absent: the row of the absent one is missing
     frame = evaluate(agg, {**COMPARE, "a": "fedavg", "op": "<"}, experiments=["exp", "gone"])
-    assert frame["status"].tolist() == ["holds", "missing"]
+    assert frame["verdict"].tolist() == ["holds", "missing"]
 
 
 def test_accuracy_numbers_equal_the_tables() -> None:
@@ -264,8 +299,14 @@ def test_accuracy_numbers_equal_the_tables() -> None:
     assert cell[("local", "p2")] == pytest.approx(86.25)
     expected = cell[("federico", "p2")] - cell[("local", "p2")]  # 80 - 86.25
     frame = evaluate(agg, {**COMPARE, "distributions": [2]})
-    assert one(frame) == ("fails", pytest.approx(expected))
+    # the runs disagree: split 0 gives 90 - 85 = +5, split 1 gives 70 - 87.5 = -17.5
+    assert one(frame) == ("inconclusive", pytest.approx(expected))
     assert expected == pytest.approx(-6.25)
+    # 2 copies x 2 splits: n = 4; a resample of only split-1 runs has chance 1/16 > 2.5 %
+    # (and of only split 0 too), so the 95 % interval is the two per-split margins
+    row = frame.iloc[0]
+    assert row["n"] == 4 and (row["ci_low"], row["ci_high"]) == (pytest.approx(-17.5),
+                                                                 pytest.approx(5.0))
 
 
 def test_bmta_final_mean_and_early_accuracy() -> None:
@@ -315,6 +356,86 @@ def test_above_all_within_and_scope_together() -> None:
     assert one(frame) == ("fails", pytest.approx(-10.0))  # exp2: 50 - 60
 
 
+def test_mean_over_columns() -> None:
+    # "superior on the table" read as better on the table's average column
+    agg = table1()
+    # federico - local: p2 +5, p4 -2 -> mean +1.5 (every column: -2, some column: +5)
+    frame = evaluate(agg, {**COMPARE, "quantifier": "mean"})
+    assert one(frame) == ("holds", pytest.approx(1.5))
+    assert "on the mean over the columns" in frame["predicate"].iloc[0]
+    assert "federico - local mean over 2 columns +1.5" in frame["numbers"].iloc[0]
+    # above_all: local (+5, -2) mean +1.5, fedavg (+30, +10) mean +20 -> the worst, 1.5
+    above = {"type": "above_all", "metric": "weighted_final", "methods": ["federico"],
+             "baselines": ["local", "fedavg"], "quantifier": "mean"}
+    assert one(evaluate(agg, above)) == ("holds", pytest.approx(1.5))
+    # federico vs local only on p4 (-2) and on exp2 (50 - 60 = -10), together: mean -6
+    agg2 = pd.concat([agg[agg["partition"] == "p4"],
+                      final_run("federico", 0.5, experiment="exp2"),
+                      final_run("local", 0.6, experiment="exp2")], ignore_index=True)
+    frame = evaluate(agg2, {**COMPARE, "quantifier": "mean"}, experiments=["exp", "exp2"],
+                     scope="together")
+    assert one(frame) == ("fails", pytest.approx(-6.0))
+    with pytest.raises(ClaimsError, match="'mean' .* not within"):
+        claims_of({"type": "within", "metric": "weighted_final", "methods": ["federico"],
+                   "reference": "local", "tolerance": 1.0, "quantifier": "mean"})
+
+
+def traffic_run(method: str, up: Sequence[float], down: Sequence[float], *,
+                partition: str = "p2", **kw: Any) -> pd.DataFrame:
+    """A run (both clients at 0.8) whose clients send ``up`` and receive ``down`` in each of
+    rounds 0 and 1 (so its total is 2 * (sum(up) + sum(down)))."""
+    run = final_run(method, 0.8, partition=partition, **kw)
+    log = MetricLog()
+    for rnd in (0, 1):
+        log.add_per_client(rnd, R.COMM_UP, up)
+        log.add_per_client(rnd, R.COMM_DOWN, down)
+    meta = run.drop(columns=[c for c in run.columns if c not in META]).iloc[0].to_dict()
+    return pd.concat([run, log.to_frame(meta)], ignore_index=True)
+
+
+META = ("experiment", "dataset", "partition", "method", "algorithm", "params", "split_seed",
+        "train_seed", "client_training", "package_version", "git_revision")
+
+
+def test_communication_ratio_by_hand() -> None:
+    # perfedckt: 2 * (1 + 1 + 2 + 2) = 12 scalars per run; fedfomo 2 * (30 + 30 + 60 + 60)
+    # = 360 (ratio 30); fedavg 2 * (10 + 10 + 10 + 10) = 80 (ratio 6.67)
+    agg = pd.concat([traffic_run("perfedckt", [1, 1], [2, 2]),
+                     traffic_run("fedfomo", [30, 30], [60, 60]),
+                     traffic_run("fedavg", [10, 10], [10, 10])], ignore_index=True)
+    check = {"type": "communication_ratio", "method": "perfedckt", "baselines": ["fedfomo"],
+             "factor": 25, "op": ">="}
+    frame = evaluate(agg, check)
+    assert one(frame) == ("holds", pytest.approx(30 - 25))
+    assert frame["unit"].iloc[0] == "ratio"
+    assert "p2: fedfomo 360 / perfedckt 12 = 30x" in frame["numbers"].iloc[0]
+    assert one(evaluate(agg, {**check, "factor": 40})) == ("fails", pytest.approx(30 - 40))
+    # equal to the factor: holds with >=, fails with > (strict)
+    assert one(evaluate(agg, {**check, "factor": 30}))[0] == "holds"
+    assert one(evaluate(agg, {**check, "factor": 30, "op": ">"}))[0] == "fails"
+    # "fewer than every other": the worst baseline decides, fedavg 80 / 12 - 1
+    every = {**check, "baselines": ["fedfomo", "fedavg"], "factor": 1, "op": ">"}
+    assert one(evaluate(agg, every)) == ("holds", pytest.approx(80 / 12 - 1))
+    # a baseline that communicates less than the method: fails
+    cheap = pd.concat([agg, traffic_run("local", [0, 0], [0, 0])], ignore_index=True)
+    assert one(evaluate(cheap, {**every, "baselines": ["local"]})) == (
+        "fails", pytest.approx(-1.0))
+    # the method communicating nothing: no ratio
+    frame = evaluate(cheap, {**check, "method": "local"})
+    assert one(frame)[0] == "undecidable"
+    assert "local communicated nothing" in frame["numbers"].iloc[0]
+    # runs that logged no traffic are missing, never holding
+    bare = pd.concat([agg[agg["method"] != "fedfomo"], final_run("fedfomo", 0.8)],
+                     ignore_index=True)
+    assert one(evaluate(bare, check))[0] == "missing"
+    with pytest.raises(ClaimsError, match="communication_ratio takes"):
+        claims_of({**check, "op": "<"})
+    with pytest.raises(ClaimsError, match="both the method and a baseline"):
+        claims_of({**check, "baselines": ["perfedckt"]})
+    with pytest.raises(ClaimsError, match="outside"):
+        claims_of({**check, "factor": 0.5})
+
+
 def test_trend_over_numbers_of_distributions() -> None:
     agg = table1()
     trend = {"type": "trend", "metric": "weighted_final", "method": "fedavg",
@@ -325,8 +446,102 @@ def test_trend_over_numbers_of_distributions() -> None:
     assert "2 distributions 60.0 -> 4 distributions 70.0" in frame["numbers"].iloc[0]
     assert one(evaluate(agg, {**trend, "direction": "increasing"})) == (
         "holds", pytest.approx(10.0))
-    # one number of distributions only: missing
-    assert one(evaluate(agg[agg["partition"] == "p2"], trend))[0] == "missing"
+    # one number of distributions only: undecidable (complete data, no trend to read)
+    assert one(evaluate(agg[agg["partition"] == "p2"], trend))[0] == "undecidable"
+    # a designed column without runs: missing
+    design = design_from(copies(agg))
+    assert one(evaluate(agg[agg["partition"] == "p2"], trend, design=design))[0] == "missing"
+
+
+# --------------------------------------------------------------------------- design, statistics
+def runs_of(method: str, finals: Sequence[float], seeds: Sequence[tuple[int, int]],
+            **kw: Any) -> pd.DataFrame:
+    """One run per seed pair, ending at the given final accuracy."""
+    return pd.concat([final_run(method, f, split_seed=s, train_seed=t, **kw)
+                      for f, (s, t) in zip(finals, seeds, strict=True)], ignore_index=True)
+
+
+GRID = tuple((s, t) for s in range(5) for t in range(3))  # 5 splits x 3 training seeds
+
+
+def test_absent_column_is_missing_not_holding() -> None:
+    # the design has columns p2 and p4; only p2 ran (federico 90 vs local 85 in two runs).
+    # The old check listed only the columns present and held by +5
+    g4 = {"partition": "p4", "groups": (0, 1, 2, 3)}
+    agg = pd.concat([final_run("federico", 0.9), final_run("local", 0.85)], ignore_index=True)
+    design = {"exp": Design(("p2", "p4"), ("federico", "local"), ((0, 0), (0, 100)))}
+    frame = evaluate(agg, COMPARE, design=design)
+    assert one(frame)[0] == "missing" and math.isnan(one(frame)[1])
+    assert "federico p4: 0 of 2 runs" in frame["numbers"].iloc[0]
+    # with p4 run as well the same check is decided (p4: 80 - 82 = -2)
+    full = pd.concat([agg, final_run("federico", 0.8, **g4), final_run("local", 0.82, **g4)],
+                     ignore_index=True)
+    assert one(evaluate(full, COMPARE, design=design)) == ("fails", pytest.approx(-2.0))
+
+
+def test_cell_from_one_of_fifteen_runs_is_incomplete() -> None:
+    # federico ran all 15 (split, train) pairs; local only the first. The old check
+    # averaged what was there: 90 vs 85, holds by +5
+    agg = pd.concat([runs_of("federico", [0.9] * 15, GRID), runs_of("local", [0.85], GRID[:1])],
+                    ignore_index=True)
+    design = {"exp": Design(("p2",), ("federico", "local"), GRID)}
+    frame = evaluate(agg, COMPARE, design=design, k=1)
+    assert one(frame)[0] == "incomplete" and math.isnan(one(frame)[1])
+    assert "local p2: 1 of 15 runs" in frame["numbers"].iloc[0]
+    # runs outside the design (another seed) do not count
+    extra = runs_of("local", [0.85] * 15, [(9, 9)] * 1 + list(GRID[1:15]))
+    frame = evaluate(pd.concat([agg, extra], ignore_index=True), COMPARE, design=design, k=1)
+    assert one(frame) == ("holds", pytest.approx(5.0))
+    assert frame["n"].iloc[0] == 15
+
+
+def test_one_run_is_inconclusive() -> None:
+    # n = 1: the old check held by +5 on a single run; now inconclusive, "n = 1" in the row
+    agg = pd.concat([final_run("federico", 0.9), final_run("local", 0.85)], ignore_index=True)
+    frame = evaluate(agg, COMPARE, k=1)
+    assert one(frame) == ("inconclusive", pytest.approx(5.0))
+    assert "n = 1" in frame["numbers"].iloc[0] and frame["n"].iloc[0] == 1
+
+
+def test_interval_containing_the_threshold_is_inconclusive() -> None:
+    # two seed pairs: margins +5 (90 vs 85) and -1 (80 vs 81), mean +2. The old check
+    # held by +2. Resampled means: -1 (p 1/4), +2 (1/2), +5 (1/4): interval [-1, +5]
+    seeds = ((0, 0), (1, 1))
+    agg = pd.concat([runs_of("federico", [0.9, 0.8], seeds), runs_of("local", [0.85, 0.81], seeds)],
+                    ignore_index=True)
+    frame = evaluate(agg, COMPARE, k=1)
+    assert one(frame) == ("inconclusive", pytest.approx(2.0))
+    row = frame.iloc[0]
+    assert (row["n"], row["ci_low"], row["ci_high"]) == (2, pytest.approx(-1.0),
+                                                         pytest.approx(5.0))
+    assert "interval of the margin contains the threshold" in row["numbers"]
+
+
+def test_bootstrap_interval_by_hand_paired_and_deterministic() -> None:
+    seeds = ((0, 0), (1, 1))
+    # margins +1 and +3: resampled means 1 (p 1/4), 2 (1/2), 3 (1/4) -> [1, 3], holds
+    agg = pd.concat([runs_of("federico", [0.86, 0.88], seeds),
+                     runs_of("local", [0.85, 0.85], seeds)], ignore_index=True)
+    frame = evaluate(agg, COMPARE, k=1)
+    assert one(frame) == ("holds", pytest.approx(2.0))
+    assert (frame["ci_low"].iloc[0], frame["ci_high"].iloc[0]) == (pytest.approx(1.0),
+                                                                   pytest.approx(3.0))
+    # paired: federico 90/70 and local 88/68 move together, so the margin is +2 in both
+    # runs and the interval has zero width (unpaired, the means would overlap)
+    agg = pd.concat([runs_of("federico", [0.9, 0.7], seeds),
+                     runs_of("local", [0.88, 0.68], seeds)], ignore_index=True)
+    frame = evaluate(agg, COMPARE, k=1)
+    assert one(frame) == ("holds", pytest.approx(2.0))
+    assert frame["ci_low"].iloc[0] == pytest.approx(2.0) == frame["ci_high"].iloc[0]
+    # identical margins across runs: zero-width interval at the margin
+    frame = evaluate(table1(), COMPARE, k=3)
+    assert frame["ci_low"].iloc[0] == frame["ci_high"].iloc[0] == frame["margin"].iloc[0]
+    # the same inputs give the same bytes (a seeded generator, not the global one)
+    noisy = pd.concat([runs_of("federico", [0.9, 0.8, 0.85], GRID[:3]),
+                       runs_of("local", [0.85, 0.83, 0.8], GRID[:3])], ignore_index=True)
+    first = evaluate(noisy, COMPARE, k=1)
+    np.random.seed(123)
+    assert first.to_csv() == evaluate(noisy, COMPARE, k=1).to_csv()
 
 
 # --------------------------------------------------------------------------- weight checks
@@ -347,38 +562,68 @@ def weights_run(method: str = "federico", final: Any = FINAL, groups: Sequence[i
 
 def test_weight_mass_by_hand() -> None:
     agg = weights_run()
-    check = {"type": "weight_mass", "method": "federico", "threshold": 0.8}
-    # mean of 0.8, 0.8, 1.0, 0.8 = 0.85 -> +0.05
+    check = {"type": "weight_mass", "method": "federico", "threshold": 0.6}
+    # share of the peer weight (itself excluded) on same-distribution peers:
+    # 0.3 / 0.5 = 0.6, 0.2 / 0.4 = 0.5, 0.3 / 0.3 = 1.0, 0.4 / 0.6 = 2/3 -> mean 0.691667
     frame = evaluate(agg, check)
-    assert one(frame) == ("holds", pytest.approx(0.05))
+    assert one(frame) == ("holds", pytest.approx(2.7666667 / 4 - 0.6))
     assert frame["unit"].iloc[0] == "weight"
-    assert one(evaluate(agg, {**check, "threshold": 0.9})) == ("fails", pytest.approx(-0.05))
-    # itself excluded: 0.3, 0.2, 0.3, 0.4 -> 0.3
-    assert one(evaluate(agg, {**check, "threshold": 0.3, "include_self": False})) == (
-        "holds", pytest.approx(0.0))
-    # two runs averaged: the second all-one-hot on itself (mass 1) -> (0.85 + 1) / 2
-    agg2 = pd.concat([agg, weights_run(final=np.eye(4), split_seed=1)], ignore_index=True)
-    assert one(evaluate(agg2, check)) == ("holds", pytest.approx(0.925 - 0.8))
-    # no distribution ids (IID): missing
+    assert one(evaluate(agg, {**check, "threshold": 0.8})) == (
+        "fails", pytest.approx(2.7666667 / 4 - 0.8))
+    # no distribution ids (IID): the check is not defined on these data
     frame = evaluate(weights_run(groups=(-1, -1, -1, -1)), check)
-    assert one(frame)[0] == "missing" and "distribution id" in frame["numbers"].iloc[0]
+    assert one(frame)[0] == "undecidable" and "distribution id" in frame["numbers"].iloc[0]
     # a method without weight rows: missing
     frame = evaluate(agg, {**check, "method": "fedem"})
+    assert one(frame)[0] == "missing" and "fedem is not in exp" in frame["numbers"].iloc[0]
+    design = {"exp": Design(("p2",), ("federico", "fedem"), ((0, 0), (0, 100)))}
+    frame = evaluate(agg, {**check, "method": "fedem"}, design=design)
     assert one(frame)[0] == "missing" and "no weight rows of fedem" in frame["numbers"].iloc[0]
+
+
+def test_weight_mass_identity_weights_fail() -> None:
+    # no collaboration at all: every client's weight on itself. The old check counted the
+    # self-weight as same-distribution mass (1.0 >= 0.95: holds by +0.05); without it no
+    # client puts any weight on a same-distribution peer: share 0, fails by 0.95
+    check = {"type": "weight_mass", "method": "federico", "threshold": 0.95}
+    assert one(evaluate(weights_run(final=np.eye(4)), check)) == (
+        "fails", pytest.approx(-0.95))
+    # two runs averaged: identity (0) and FINAL (0.691667): 0.345833
+    agg = pd.concat([weights_run(final=np.eye(4)), weights_run(split_seed=1)],
+                    ignore_index=True)
+    frame = evaluate(agg, {**check, "threshold": 0.3})
+    assert one(frame)[1] == pytest.approx(2.7666667 / 8 - 0.3)
+    assert one(frame)[0] == "inconclusive"  # the runs are at -0.3 and +0.39
 
 
 def test_group_contrast_by_hand() -> None:
     # within (i != j, same distribution): w01 0.3, w10 0.2, w23 0.3, w32 0.4 -> 0.3
-    # across: 0.1 0.1 0.2 0.0 0.0 0.0 0.1 0.1 -> 0.6 / 8 = 0.075
-    frame = evaluate(weights_run(), {"type": "group_contrast", "method": "federico"})
-    assert one(frame) == ("holds", pytest.approx(0.3 - 0.075))
-    assert "within 0.3 vs across 0.075" in frame["numbers"].iloc[0]
+    # across: 0.1 0.1 0.2 0.0 0.0 0.0 0.1 0.1 -> 0.6 / 8 = 0.075; ratio 4
+    contrast = {"type": "group_contrast", "method": "federico", "min_ratio": 2}
+    frame = evaluate(weights_run(), contrast)
+    assert one(frame) == ("holds", pytest.approx(0.3 - 2 * 0.075))
+    assert "within 0.3 vs across 0.075, ratio 4" in frame["numbers"].iloc[0]
+    assert one(evaluate(weights_run(), {**contrast, "min_ratio": 5})) == (
+        "fails", pytest.approx(0.3 - 5 * 0.075))
     flipped = np.array(FINAL)[:, [2, 3, 0, 1]]  # weight moved to the other distribution
-    assert one(evaluate(weights_run(final=flipped),
-                        {"type": "group_contrast", "method": "federico"}))[0] == "fails"
-    # every client alone in its distribution: no within pairs -> missing
-    assert one(evaluate(weights_run(groups=(0, 1, 2, 3)),
-                        {"type": "group_contrast", "method": "federico"}))[0] == "missing"
+    assert one(evaluate(weights_run(final=flipped), contrast))[0] == "fails"
+    # every client alone in its distribution: no within pairs -> undecidable
+    assert one(evaluate(weights_run(groups=(0, 1, 2, 3)), contrast))[0] == "undecidable"
+
+
+def test_group_contrast_needs_its_ratio() -> None:
+    # within 0.2675, across 0.25: ratio 1.07, no visible preference. The old check
+    # (within > across) held by +0.0175; with min_ratio 2 it fails by 0.2675 - 0.5
+    near = np.full((4, 4), 0.25)
+    near[0, 1] = near[1, 0] = near[2, 3] = near[3, 2] = 0.2675
+    frame = evaluate(weights_run(final=near), {"type": "group_contrast", "method": "federico",
+                                               "min_ratio": 2})
+    assert one(frame) == ("fails", pytest.approx(0.2675 - 0.5))
+    assert "ratio 1.07" in frame["numbers"].iloc[0]
+    with pytest.raises(ClaimsError, match=r"missing key\(s\) \['min_ratio'\]"):
+        claims_of({"type": "group_contrast", "method": "federico"})
+    with pytest.raises(ClaimsError, match="outside"):
+        claims_of({"type": "group_contrast", "method": "federico", "min_ratio": 1})
 
 
 def test_weight_compare_peak_and_variation() -> None:
@@ -396,6 +641,23 @@ def test_weight_compare_peak_and_variation() -> None:
     assert one(evaluate(agg, variation)) == ("fails", pytest.approx(0.18125 - 0.375))
 
 
+def test_peak_already_one_hot_is_undecidable() -> None:
+    # both one-hot: the EMA variant's peak is already 1, the accumulative one cannot be
+    # higher. The old check failed (margin 0 for a strict '>'); now undecidable, with why
+    agg = pd.concat([weights_run("federico_accumulative", final=np.eye(4)),
+                     weights_run(final=np.eye(4))], ignore_index=True)
+    peak = {"type": "weight_compare", "statistic": "peak", "a": "federico_accumulative",
+            "b": "federico", "op": ">"}
+    frame = evaluate(agg, peak)
+    assert one(frame)[0] == "undecidable" and math.isnan(one(frame)[1])
+    assert "already 1 (one-hot) in every run" in frame["numbers"].iloc[0]
+    # one run of b below 1: decidable again (here: holds, (1 - 0.55) / 2 per run mean)
+    agg2 = pd.concat([agg, weights_run("federico_accumulative", final=np.eye(4), split_seed=1),
+                      weights_run(split_seed=1)], ignore_index=True)
+    assert one(evaluate(agg2, peak))[0] == "inconclusive"  # margins 0 and 0.45 per run
+    assert one(evaluate(agg2, peak))[1] == pytest.approx(0.225)
+
+
 def test_components_used_and_distribution_filter() -> None:
     # FedEM-like: 4 clients of 4 distributions, 4 components; top components 3, 3, 1, 3
     mixture = [[0.1, 0.1, 0.1, 0.7], [0.0, 0.2, 0.0, 0.8], [0.1, 0.6, 0.2, 0.1],
@@ -411,9 +673,9 @@ def test_components_used_and_distribution_filter() -> None:
     # without the filter p2 counts too: 4 components used for 2 distributions -> -2
     assert one(evaluate(agg, {"type": "components_used", "method": "fedem"})) == (
         "fails", pytest.approx(-2.0))
-    # a filter no column matches: missing
+    # a filter no column matches: undecidable (every column ran; none has 5)
     frame = evaluate(agg, {**check, "distributions": [5]})
-    assert one(frame)[0] == "missing" and "no column with 5 distributions" in \
+    assert one(frame)[0] == "undecidable" and "no column with 5 distributions" in \
         frame["numbers"].iloc[0]
 
 
@@ -423,14 +685,14 @@ def test_rows_without_experiments_and_planned_claims() -> None:
         _claim(experiments={"paper": [], "cpu": ["exp"]}),
         _claim(id="later", planned=True, experiments={"paper": ["fedmix_x"], "cpu": []}),
     ]})
-    frame = evaluate_claims(claims, table1(), "paper")
-    assert frame["status"].tolist() == ["missing", "missing"]
+    frame = evaluate_claims(claims, table1(), "paper", design=design_from(table1()))
+    assert frame["verdict"].tolist() == ["missing", "missing"]
     assert frame["experiment"].tolist() == ["", "fedmix_x"]
     assert frame["numbers"].iloc[0] == "no experiment at the paper scale"
     assert frame["numbers"].iloc[1].startswith("planned experiment; ")
     assert list(frame.columns) == list(COLUMNS)
     with pytest.raises(ValueError, match="unknown scale"):
-        evaluate_claims(claims, None, "gpu")
+        evaluate_claims(claims, None, "gpu", design={})
 
 
 def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
@@ -438,39 +700,54 @@ def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
                      {**COMPARE, "b": "fedem"})
     write_claims(frame, tmp_path / "c.md", tmp_path / "c.csv", scale="paper")
     csv = pd.read_csv(tmp_path / "c.csv")
-    assert csv["status"].tolist() == ["fails", "holds", "missing"]
+    assert csv["verdict"].tolist() == ["fails", "holds", "missing"]
     assert csv["margin"].tolist()[:2] == [pytest.approx(-2.0), pytest.approx(12.0)]
-    assert math.isnan(csv["margin"].iloc[2])  # an empty cell
+    assert csv["n"].tolist() == [2, 2, 0] and (csv["level"] == 0.95).all()
+    # identical copies: zero-width intervals at the margin
+    assert csv["ci_low"].tolist()[:2] == csv["ci_high"].tolist()[:2] == [pytest.approx(-2.0),
+                                                                        pytest.approx(12.0)]
+    assert math.isnan(csv["margin"].iloc[2]) and math.isnan(csv["ci_low"].iloc[2])
     assert list(csv.columns) == list(COLUMNS)
     md = (tmp_path / "c.md").read_text()
-    assert "1 holds, 1 fails, 1 missing of 3 rows." in md
-    assert "| **fails** | -2.00 pp |" in md and "| holds | +12.00 pp |" in md
-    assert "| missing | — |" in md
+    assert ("1 holds, 1 fails, 0 inconclusive, 0 undecidable, 0 incomplete, 1 missing "
+            "of 3 rows.") in md
+    assert "| **fails** | -2.00 pp | 2 | [-2.00, -2.00] |" in md
+    assert "| holds | +12.00 pp | 2 | [+12.00, +12.00] |" in md
+    assert "| missing | — | 0 | — |" in md
     assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_cli_claims(tmp_path: Path) -> None:
     agg = tmp_path / "exp.parquet"
-    table1().to_parquet(agg, index=False)
+    copies(table1()).to_parquet(agg, index=False)
     claims = tmp_path / "claims.yaml"
     claims.write_text(yaml.safe_dump({"claims": [
         _claim(check={**COMPARE, "a": "fedavg", "op": "<"}),
         _claim(id="y", experiments={"paper": ["nope"], "cpu": []})]}))
     labels = json.dumps({"partitions": {"p2": "2 distributions"}, "experiments": {}})
+    design = design_json(design_from(copies(table1())))
     md, csv = tmp_path / "out/c.md", tmp_path / "out/c.csv"
-    assert main(["claims", "--claims", str(claims), "--scale", "paper", "--aggregate",
-                 str(agg), "--labels", labels, "--md", str(md), "--csv", str(csv)]) == 0
+    args = ["claims", "--claims", str(claims), "--scale", "paper", "--md", str(md),
+            "--csv", str(csv)]
+    assert main([*args, "--aggregate", str(agg), "--labels", labels, "--design", design]) == 0
     out = pd.read_csv(csv)
-    assert out["status"].tolist() == ["holds", "missing"]
+    assert out["verdict"].tolist() == ["holds", "missing"]
     assert out["numbers"].iloc[0] == ("fedavg vs local: 2 distributions 60.0 vs 85.0; "
                                       "p4 70.0 vs 82.0")
+    first = csv.read_bytes()
+    assert main([*args, "--aggregate", str(agg), "--labels", labels, "--design", design]) == 0
+    assert csv.read_bytes() == first  # byte-identical, bootstrap included
     # no aggregate at all: every row missing
-    assert main(["claims", "--claims", str(claims), "--scale", "paper", "--aggregate",
-                 "--md", str(md), "--csv", str(csv)]) == 0
-    assert set(pd.read_csv(csv)["status"]) == {"missing"}
+    assert main([*args, "--aggregate", "--design", design]) == 0
+    assert set(pd.read_csv(csv)["verdict"]) == {"missing"}
+    # the design from a config file: exp is not in it, so missing
+    assert main([*args, "--aggregate", str(agg),
+                 "--config", str(REPO / "tests/workflow/config.yaml")]) == 0
+    assert set(pd.read_csv(csv)["verdict"]) == {"missing"}
+    with pytest.raises(SystemExit):  # the design is required
+        main([*args, "--aggregate", str(agg)])
     claims.write_text("claims: [{id: x}]\n")
-    assert main(["claims", "--claims", str(claims), "--scale", "paper",
-                 "--md", str(md), "--csv", str(csv)]) == 1
+    assert main([*args, "--design", design]) == 1
 
 
 # --------------------------------------------------------------------------- workflow

@@ -55,6 +55,17 @@ SERVER = {"fedavg": (1, 1), "fedavg_plus": (1, 1), "fedprox": (1, 1), "fedprox_f
           "feddf": (1, 1)}  # FedDF's distillation is server-side: no traffic
 
 
+def test_federico_one_step_mstep_sends_one_gradient_per_peer():
+    """``mstep: step`` / ``full``: M peers, each a model down and one w_ij + gradient up."""
+    for mstep in ("step", "full"):
+        engine, frame = _run("federico", mstep=mstep)
+        p, m = engine.model_size, ALGORITHMS["federico"].Hyper().neighbors
+        for rnd in (1, 2):
+            up = _per_client(frame, rnd, R.COMM_UP)
+            down = _per_client(frame, rnd, R.COMM_DOWN)
+            assert sum(up) == sum(down) == K * m * (2 * p + 1)
+
+
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_method_reports_its_traffic_every_round(name):
     engine, frame = _run(name)
@@ -71,8 +82,13 @@ def test_every_method_reports_its_traffic_every_round(name):
             assert down == [(clusters * numbers if rnd > 1 else 0)] * K
             continue
         if name == "federico":  # peers: whatever one sends another receives
+            # each of M peers: its model (P), then w_ij and a gradient (P + 1) per M-step
+            # of that model (default `mstep: epoch`: the owner's local steps per round)
             m = ALGORITHMS[name].Hyper().neighbors
-            assert sum(up) == sum(down) == K * m * (2 * p + 1)  # model, gradient + w_ij
+            steps = [engine.steps_per_round(k) for k in range(K)]
+            assert sum(up) == sum(down)
+            assert K * m * (p + min(steps) * (p + 1)) <= sum(up)
+            assert sum(up) <= K * m * (p + max(steps) * (p + 1))
             assert all(d >= m * p for d in down)
             continue
         if name == "fedmix":  # K experts each way; per-class sums + counts up, q down

@@ -11,7 +11,7 @@ rule aggregate_method:
     conda:
         ENV
     shell:
-        "pflrepro aggregate --out {output} {input} > {log} 2>&1"
+        "pflrepro aggregate --out {output:q} {input:q} > {log:q} 2>&1"
 
 
 rule aggregate_experiment:
@@ -24,4 +24,4 @@ rule aggregate_experiment:
     conda:
         ENV
     shell:
-        "pflrepro aggregate --out {output} {input} > {log} 2>&1"
+        "pflrepro aggregate --out {output:q} {input:q} > {log:q} 2>&1"

@@ -5,10 +5,11 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 import os
+import shlex
 
 import pflrepro.workflow as W
 import pflrepro.config as C
-from pflrepro.reporting.claims import ClaimsError, load_claims
+from pflrepro.reporting.claims import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
@@ -83,8 +84,16 @@ def train_public_inputs(wildcards):
     return W.train_public_inputs(CFG, wildcards)
 
 
+# Shell words. Every placeholder of a rule's shell command is quoted ({x:q}; a list
+# becomes one quoted word per item), so the adapters below that give several arguments
+# return them as lists: pflrepro.workflow writes them as shell text (quoted where a value
+# may hold a space), and shlex.split gives back the words it quoted.
+def words(text):
+    return shlex.split(text)
+
+
 def train_public_args(wildcards):
-    return W.train_public_args(CFG, wildcards)
+    return words(W.train_public_args(CFG, wildcards))
 
 
 def train_resources(name):
@@ -92,11 +101,11 @@ def train_resources(name):
 
 
 def mirrors(wildcards):
-    return W.mirror_args(CFG, wildcards.dataset)
+    return words(W.mirror_args(CFG, wildcards.dataset))
 
 
 def methods_order(wildcards):
-    return W.table_methods(CFG, [wildcards.experiment])
+    return words(W.table_methods(CFG, [wildcards.experiment]))
 
 
 def experiment_labels(wildcards):
@@ -116,7 +125,7 @@ def table_aggregates(wildcards):
 
 
 def table_methods(wildcards):
-    return W.table_methods(CFG, CFG.tables[wildcards.table].experiments)
+    return words(W.table_methods(CFG, CFG.tables[wildcards.table].experiments))
 
 
 def table_labels(wildcards):
@@ -132,11 +141,19 @@ def table_caption(wildcards):
 
 
 def public_exclude(wildcards, input):
-    return W.public_exclude_arg(wildcards.source, wildcards.dataset, input.partition)
+    return words(W.public_exclude_arg(wildcards.source, wildcards.dataset, input.partition))
 
 
 def table_experiments(wildcards):
-    return " ".join(CFG.tables[wildcards.table].experiments)
+    return list(CFG.tables[wildcards.table].experiments)
+
+
+def cost_args(wildcards):
+    return words(W.cost_args(CFG, wildcards.experiment))
+
+
+def partition_title(wildcards):
+    return f"{wildcards.dataset}: {wildcards.partition}, split {wildcards.split}"
 
 
 def claims_aggregates(wildcards):
@@ -149,6 +166,11 @@ def claims_scale(wildcards):
 
 def claims_labels(wildcards):
     return W.display_labels(CFG, W.claims_experiments(CFG, CLAIMS, wildcards.claims))
+
+
+def claims_design(wildcards):
+    # partitions, methods and seed pairs a claim needs, so partial results never decide it
+    return design_json(design_of(CFG, W.claims_experiments(CFG, CLAIMS, wildcards.claims)))
 
 
 # ------------------------------------------------------------------ report (report.smk)

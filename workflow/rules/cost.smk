@@ -14,7 +14,7 @@ rule cost_table:
         csv=W.pattern(W.COST_TABLE, kind="cost", ext="csv"),
         projection=W.pattern(W.COST_TABLE, kind="cost-projection", ext="csv"),
     params:
-        args=lambda wildcards: W.cost_args(CFG, wildcards.experiment),
+        args=cost_args,
         methods=methods_order,
     log:
         "logs/cost/{experiment}.log",
@@ -22,7 +22,7 @@ rule cost_table:
     conda:
         ENV
     shell:
-        "pflrepro cost --experiment {wildcards.experiment} --runs {input.runs} {params.args}"
-        " --methods {params.methods} --project {input.paper:q}"
-        " --md {output.md} --csv {output.csv} --projection-csv {output.projection}"
-        " > {log} 2>&1"
+        "pflrepro cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
+        " --methods {params.methods:q} --project {input.paper:q}"
+        " --md {output.md:q} --csv {output.csv:q} --projection-csv {output.projection:q}"
+        " > {log:q} 2>&1"

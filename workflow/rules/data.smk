@@ -13,8 +13,8 @@ rule prepare_data:
     conda:
         ENV
     shell:
-        "pflrepro prepare --dataset {wildcards.dataset} --out results/data/{wildcards.dataset}"
-        " --raw data/raw/{wildcards.dataset} {params.mirrors} > {log} 2>&1"
+        "pflrepro prepare --dataset {wildcards.dataset:q} --out results/data/{wildcards.dataset:q}"
+        " --raw data/raw/{wildcards.dataset:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
 rule partition:
@@ -30,8 +30,8 @@ rule partition:
     conda:
         ENV
     shell:
-        "pflrepro partition --data {input.meta} --dataset {wildcards.dataset}"
-        " --spec {params.spec:q} --seed {wildcards.split} --out {output} > {log} 2>&1"
+        "pflrepro partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
+        " --spec {params.spec:q} --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule partition_stats:
@@ -46,8 +46,8 @@ rule partition_stats:
     conda:
         ENV
     shell:
-        "pflrepro partition-stats --data {input.meta} --partition {input.partition}"
-        " --csv {output.csv} --md {output.md} > {log} 2>&1"
+        "pflrepro partition-stats --data {input.meta:q} --partition {input.partition:q}"
+        " --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
 rule plot_partition:
@@ -59,14 +59,16 @@ rule plot_partition:
         png=report(W.pattern(W.PARTITION_FIGURE, ext="png"), caption=W.REPORT_CAPTION.format(kind="partition"),
                    category="Data partitions", subcategory="{dataset}",
                    labels={"output": "label distribution", "name": "{partition} split {split}"}),
+    params:
+        title=partition_title,
     log:
         "logs/plot_partition/{dataset}/{partition}/split{split}.log",
     conda:
         ENV
     shell:
-        "pflrepro plot labels --data {input.meta} --partition {input.partition}"
-        " --title '{wildcards.dataset}: {wildcards.partition}, split {wildcards.split}'"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot labels --data {input.meta:q} --partition {input.partition:q}"
+        " --title {params.title:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule public_set:
@@ -82,5 +84,5 @@ rule public_set:
     conda:
         ENV
     shell:
-        "pflrepro public --data {input.meta} --size {wildcards.size} --seed {wildcards.split}"
-        " {params.exclude} --out {output} > {log} 2>&1"
+        "pflrepro public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
+        " {params.exclude:q} --out {output:q} > {log:q} 2>&1"

@@ -20,9 +20,9 @@ rule table:
     conda:
         ENV
     shell:
-        "pflrepro table --aggregate {input} --md {output.md} --tex {output.tex}"
-        " --csv {output.csv} --methods {params.methods} --labels {params.labels:q}"
-        " > {log} 2>&1"
+        "pflrepro table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
+        " > {log:q} 2>&1"
 
 
 rule communication_table:
@@ -39,10 +39,12 @@ rule communication_table:
     conda:
         ENV
     shell:
-        "pflrepro communication --aggregate {input} --md {output.md} --csv {output.csv}"
-        " --methods {params.methods} --labels {params.labels:q} > {log} 2>&1"
+        "pflrepro communication --aggregate {input:q} --md {output.md:q} --csv {output.csv:q}"
+        " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
 
 
+# An empty caption (none in the config) is `--caption=`: Snakemake's {x:q} writes nothing at
+# all for an empty string, which would leave `--caption` without its value.
 rule table_combined:
     input:
         table_aggregates,
@@ -61,10 +63,10 @@ rule table_combined:
     conda:
         ENV
     shell:
-        "pflrepro table --aggregate {input} --md {output.md} --tex {output.tex}"
-        " --csv {output.csv} --methods {params.methods} --labels {params.labels:q}"
-        " --metric {params.metric} --caption {params.caption:q}"
-        " --experiments {params.experiments} > {log} 2>&1"
+        "pflrepro table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
+        " --metric {params.metric:q} --caption={params.caption:q}"
+        " --experiments {params.experiments:q} > {log:q} 2>&1"
 
 
 rule claims:
@@ -77,15 +79,17 @@ rule claims:
     params:
         scale=claims_scale,
         labels=claims_labels,
+        design=claims_design,
     log:
         "logs/claims/{claims}.log",
     localrule: True
     conda:
         ENV
     shell:
-        "pflrepro claims --claims {input.claims} --scale {params.scale}"
-        " --aggregate {input.aggregates} --labels {params.labels:q}"
-        " --md {output.md} --csv {output.csv} > {log} 2>&1"
+        "pflrepro claims --claims {input.claims:q} --scale {params.scale:q}"
+        " --aggregate {input.aggregates:q} --labels {params.labels:q}"
+        " --design {params.design:q}"
+        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
 rule plot_accuracy:
@@ -102,8 +106,8 @@ rule plot_accuracy:
     conda:
         ENV
     shell:
-        "pflrepro plot accuracy --aggregate {input} --pdf {output.pdf} --png {output.png}"
-        " --methods {params.methods} --labels {params.labels:q} > {log} 2>&1"
+        "pflrepro plot accuracy --aggregate {input:q} --pdf {output.pdf:q} --png {output.png:q}"
+        " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
 
 
 rule plot_weights:
@@ -119,8 +123,8 @@ rule plot_weights:
     conda:
         ENV
     shell:
-        "pflrepro plot weights --aggregate {input} --method {wildcards.method}"
-        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot weights --aggregate {input:q} --method {wildcards.method:q}"
+        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_clusters:
@@ -137,8 +141,8 @@ rule plot_clusters:
     conda:
         ENV
     shell:
-        "pflrepro plot clusters --aggregate {input} --method {wildcards.method}"
-        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot clusters --aggregate {input:q} --method {wildcards.method:q}"
+        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_distances:
@@ -155,9 +159,9 @@ rule plot_distances:
     conda:
         ENV
     shell:
-        "pflrepro plot distances --aggregate {input}"
-        " --methods {params.methods} --labels {params.labels:q}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot distances --aggregate {input:q}"
+        " --methods {params.methods:q} --labels {params.labels:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_communication:
@@ -174,9 +178,9 @@ rule plot_communication:
     conda:
         ENV
     shell:
-        "pflrepro plot communication --aggregate {input}"
-        " --methods {params.methods} --labels {params.labels:q}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot communication --aggregate {input:q}"
+        " --methods {params.methods:q} --labels {params.labels:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_architectures:
@@ -193,8 +197,8 @@ rule plot_architectures:
     conda:
         ENV
     shell:
-        "pflrepro plot architectures --aggregate {input} --names {params.names:q}"
-        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot architectures --aggregate {input:q} --names {params.names:q}"
+        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_client_accuracy:
@@ -211,9 +215,9 @@ rule plot_client_accuracy:
     conda:
         ENV
     shell:
-        "pflrepro plot client-accuracy --aggregate {input} --client {wildcards.client}"
-        " --methods {params.methods} --labels {params.labels:q}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot client-accuracy --aggregate {input:q} --client {wildcards.client:q}"
+        " --methods {params.methods:q} --labels {params.labels:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_client_weights:
@@ -230,9 +234,9 @@ rule plot_client_weights:
     conda:
         ENV
     shell:
-        "pflrepro plot client-weights --aggregate {input} --client {wildcards.client}"
-        " --methods {params.methods} --labels {params.labels:q}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot client-weights --aggregate {input:q} --client {wildcards.client:q}"
+        " --methods {params.methods:q} --labels {params.labels:q}"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_gates:
@@ -249,8 +253,8 @@ rule plot_gates:
     conda:
         ENV
     shell:
-        "pflrepro plot gates --aggregate {input} --method {wildcards.method}"
-        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot gates --aggregate {input:q} --method {wildcards.method:q}"
+        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule plot_posterior:
@@ -267,8 +271,8 @@ rule plot_posterior:
     conda:
         ENV
     shell:
-        "pflrepro plot posterior --aggregate {input} --method {wildcards.method}"
-        " --labels {params.labels:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "pflrepro plot posterior --aggregate {input:q} --method {wildcards.method:q}"
+        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 # The papers' numbers beside ours (config/paper_numbers.csv): paper, ours (mean ± std),
@@ -292,9 +296,9 @@ rule paper_table:
     conda:
         ENV
     shell:
-        "pflrepro paper-vs-ours --numbers {input.numbers} --table {params.table}"
-        " --scale {params.scale} --aggregate {input.aggregates} --labels {params.labels:q}"
-        " --md {output.md} --csv {output.csv} > {log} 2>&1"
+        "pflrepro paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
+        " --scale {params.scale:q} --aggregate {input.aggregates:q} --labels {params.labels:q}"
+        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
 # Each Markdown table as an HTML page: what `snakemake --report` shows of the tables.
@@ -312,4 +316,4 @@ rule report_table:
     conda:
         ENV
     shell:
-        "pflrepro report-html --md {input} --out {output} --title {wildcards.name:q} > {log} 2>&1"
+        "pflrepro report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"

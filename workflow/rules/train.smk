@@ -30,6 +30,6 @@ rule train:
     conda:
         ENV
     shell:
-        "pflrepro train --spec {params.spec:q} --data {input.meta} --partition {input.partition}"
-        " --checkpoint {output}.ckpt {params.public}"
-        " --threads {threads} --partial --out {output} > {log} 2>&1"
+        "pflrepro train --spec {params.spec:q} --data {input.meta:q} --partition {input.partition:q}"
+        " --checkpoint {output:q}.ckpt {params.public:q}"
+        " --threads {threads:q} --partial --out {output:q} > {log:q} 2>&1"

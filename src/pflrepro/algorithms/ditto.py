@@ -15,14 +15,19 @@ Client k predicts with v_k. λ = 0 is local training from the shared start; λ �
 pulls every v_k onto the global model.
 
 Choices where the paper is silent, or where we follow the official code
-(``litian96/ditto``, ``flearn/trainers/ditto.py``):
+(github.com/litian96/ditto: ``flearn/trainers_MTL/ditto.py`` and its base class
+``flearn/trainers_MTL/fedbase.py``):
 
 * v_k starts as a copy of the initial global model w^0 (official code);
 * the personal update runs the same number of steps as the global one (the engine's
   ``local_epochs`` × batches, or ``local_steps``) unless ``personal_steps`` > 0, with the
   training optimiser and its own per-client state, on mini-batches of their own seeded
   stream (purpose ``personal``); the official code uses plain SGD for it;
-* averaging is size-weighted, as FedAvg here; full participation;
+* averaging is size-weighted, as FedAvg here (the official code averages the
+  participants' updates uniformly, ``simple_average``; not changed here);
+* participation: ``training.client_fraction`` (C) < 1 samples that fraction of the
+  clients uniformly without replacement each round (only they train either model);
+  C = 1, every client every round, is the config's default;
 * the per-client training loss reported is that of the personal update (the model
   that is evaluated), the data term only;
 * default λ = 0.1, inside the grid the paper tunes over ({0.01, 0.1, 1, 2}); set it per

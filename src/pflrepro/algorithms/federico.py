@@ -1,41 +1,63 @@
 """FedeRiCo: decentralised EM over client models ("Find Your Friends").
 
-Zhong, Smith, Mundt, Morris, Ji, Nair, Mihalas, "Find Your Friends: Personalized
-Federated Learning with the Right Collaborators", 2022 (arXiv:2210.06597).
+Sui, Wen, Lau, Ross, Cresswell, "Find Your Friends: Personalized Federated Learning
+with the Right Collaborators", 2022 (arXiv:2210.06597).
 
 Each client i owns a model φ_i and a loss table L̂_i over all clients. One round:
 
 1. *Sampling* (ε-greedy): with probability ε client i picks M neighbours uniformly
    from the others, otherwise the M others with the highest weights w_ij.
-2. *E-step*: client i refreshes ℓ_ij — the cross-entropy of φ_j on its own
-   training data (summed over the samples, eq. 3) — for itself and its neighbours, tracks
-   L̂_ij ← (1 − β) L̂_ij + β ℓ_ij (EMA; the ``accumulative`` variant adds the latest
-   known ℓ_ij of every j each round instead), and sets w_i = softmax_j(−L̂_ij).
-3. *M-step*: model φ_k moves along Σ_i w_ik ∇ℓ(φ_k; batch of D_i) over the clients i
-   that used it this round (itself and every client that sampled it): a model is
-   trained by how much the *others* use it (w_ik, not w_ki).
+2. *E-step*: client i refreshes ℓ_ij — the cross-entropy of φ_j on its own training
+   data — for itself and its neighbours, tracks L̂_ij ← (1 − β) L̂_ij + β ℓ_ij (EMA; the
+   ``accumulative`` variant adds the latest known ℓ_ij of every j each round instead),
+   and sets w_i = softmax_j(−L̂_ij).
+3. *M-step*: model φ_k moves along Σ_i c_ik ∇ mean ℓ(φ_k; batch of D_i) over the clients
+   i that used it this round (itself and every client that sampled it; client i
+   computes and sends its term g_ki): a model is trained by how much the *others* use
+   it (w_ik, not w_ki).
 
 Client i predicts with the mixture Σ_j w_ij p(y | x; φ_j).
 
-The paper's form (defaults): ℓ_ij is the cross-entropy *summed* over client i's
-training samples (eq. 3; ``estep_loss: sum``), and the M-step is one optimiser step
-per round on eq. 4's objective (1/n) Σ_i w_ik Σ_{s∈D_i} ℓ(φ_k) ("small gradient steps
-in lieu of full optimization"; ``mstep: step``), its gradient estimated from one
-mini-batch of every client i that used model k, sample weights w_ik · n_i / (n |B_i|)
-(n = all clients' training samples), so the estimate is unbiased.
+Readings of an ambiguous text, each a named choice (measured at CPU scale both ways
+with ``benchmarks/federico_readings.py``; numbers in config.yaml beside the keys):
 
-Named variant (our former default, kept for comparison): ``estep_loss: mean`` uses
-the per-sample mean loss (a softmax over losses ~n_i times smaller, hence much
-flatter weights), and ``mstep: epoch`` runs the owner's local epoch of steps, each
-step one mini-batch from every contributing client with its batch mean weighted by
-w_ik.
+* ``estep_loss``: eq. 3 sums the loss over D_i (``sum``); ``mean`` is the per-sample
+  mean. The text gives no temperature for the softmax. Default ``mean``: the summed
+  loss of models that differ by a fraction of a nat per sample differs by tens to
+  hundreds of nats, so the first table already makes every row one-hot on whichever
+  random model scored best, and it stays locked there, whereas Sec. 3.3 says a model
+  slightly better at the start is *likely* (not surely) sampled more often, and Figs.
+  5b/7 show EMA weights that are spread and move more smoothly with a smaller β — which
+  the mean loss gives at CPU scale and the sum does not. Fig. 3 (group-mates mix, a
+  lone client uses only itself) holds under neither: with the mean a lone client keeps
+  about a third of its weight on itself, with the sum none.
+* ``mstep``: eq. 6 and the practical M-step send g_ij = w_ji Σ_{s∈D_j} ∇ℓ, a gradient
+  over all of D_j: ``full`` is one step per round on eq. 4's (1/n) Σ_i w_ik Σ_{s∈D_i} ℓ
+  (coefficient c_ik = w_ik n_i / n on the mean over all of D_i); ``step`` the same from
+  one mini-batch per client (unbiased); ``epoch`` the owner's local epoch(s) of such
+  steps, each on one mini-batch of every user with c_ik = w_ik on its batch mean.
+  Default ``epoch``: the text speaks of "small gradient steps" (plural) "in lieu of
+  full optimization", and Fig. 6b says M = 0 "is similar to Local Training": with
+  ``epoch`` and M = 0 (w_kk = 1) model k takes exactly Local's steps on Local's batches
+  (the owner's stream has Local's purpose, ``local``), so the run equals Local bit for
+  bit on the per-client loop path (tested); ``step``/``full`` take one step per round
+  of size ∝ n_k / n there.
+* ``table_start``: the text does not say how the table starts. ``all_to_all`` (default)
+  evaluates every model on every client once before round 1; ``uniform`` knows only
+  the client's own loss (no model travels): an unknown entry (NaN in the table) enters
+  the softmax as the mean of its row's known entries, so the weights start exactly
+  uniform and an unsampled model keeps a neutral share; the first refresh of an entry
+  sets it to ℓ_ij (EMA) or (t + 1) ℓ_ij in round t (accumulative, the scale of the
+  row's sums). The mixture may then use a model the client has not received yet (a
+  simulation shortcut; prediction traffic is not counted either way).
 
-Choices where the paper is silent (documented in config.yaml): the table starts from
-one all-to-all evaluation before round 1 when M > 0; with M = 0 no client ever
-receives another's model, so the table holds only the client's own loss and its
-weights are one-hot on itself (local training, the paper's reading of M = 0); each
-client initialises its own model (decentralised; identical models would make the
-first weights uniform and the first greedy choices arbitrary).
+Other choices where the paper is silent (documented in config.yaml): with M = 0 no
+client ever receives another's model, so the table holds only the client's own loss
+(others +∞, weight 0) and its weights are one-hot on itself (local training, the
+paper's reading of M = 0); each client initialises its own model (decentralised;
+identical models would make the first weights uniform and the first greedy choices
+arbitrary); the M-step's gradient terms of the users are summed in the order of the
+clients.
 """
 
 from __future__ import annotations
@@ -54,7 +76,7 @@ from pflrepro.seeding import numpy_generator
 
 @dataclasses.dataclass(frozen=True)
 class FedeRiCoHyper:
-    """Hyperparameters of FedeRiCo (defaults from the paper)."""
+    """Hyperparameters of FedeRiCo (paper defaults; readings of the text as choices)."""
 
     neighbors: int = hyper(3, "M: neighbours each client samples per round.", minimum=0)
     epsilon: float = hyper(0.3, "ε of ε-greedy sampling (1 = uniform).", minimum=0.0,
@@ -62,15 +84,25 @@ class FedeRiCoHyper:
     beta: float = hyper(0.6, "β: momentum of the EMA loss tracking.", minimum=0.0, maximum=1.0)
     loss_tracking: str = hyper("ema", "'ema' (paper default) or 'accumulative' (Fig. 5a).",
                                choices=("ema", "accumulative"))
-    estep_loss: str = hyper("sum", "ℓ_ij of the E-step: 'sum' of the cross-entropy over client "
-                            "i's training samples (eq. 3, the paper's form) or the per-sample "
-                            "'mean' (our former default; much flatter weights).",
+    estep_loss: str = hyper("mean", "ℓ_ij of the E-step: the per-sample 'mean' cross-entropy "
+                            "of φ_j on client i's training data (default: weights that "
+                            "follow the paper's prose and figures, see the module "
+                            "docstring) or its 'sum' over the samples (eq. 3 literally; "
+                            "one-hot weights from the first table on).",
                             choices=("sum", "mean"))
-    mstep: str = hyper("step", "M-step per round: 'step' = one optimiser step on eq. 4's "
-                       "(1/n) Σ_i w_ik Σ_{s∈D_i} ℓ (the paper's 'small gradient steps'), from "
-                       "one mini-batch of every client that used model k; 'epoch' = the "
-                       "owner's local epoch of such steps, each client's batch mean weighted "
-                       "by w_ik (our former default).", choices=("step", "epoch"))
+    mstep: str = hyper("epoch", "M-step of model k per round: 'epoch' = the owner's local "
+                       "epoch of steps, each on one mini-batch of every client i that used "
+                       "φ_k, its batch mean weighted by w_ik (default: 'small gradient "
+                       "steps', and M = 0 is Local bit for bit); 'step' = one step on eq. "
+                       "4's (1/n) Σ_i w_ik Σ_{s∈D_i} ℓ from one mini-batch per client; "
+                       "'full' = one step on the same objective over all of every D_i "
+                       "(eq. 6 literally).", choices=("full", "step", "epoch"))
+    table_start: str = hyper("all_to_all", "Loss table before round 1: 'all_to_all' = one "
+                             "evaluation of every model on every client; 'uniform' = "
+                             "only the own loss known, an unknown entry enters the "
+                             "softmax as the mean of its row's known entries (uniform "
+                             "weights at the start) until the model is first sampled.",
+                             choices=("all_to_all", "uniform"))
 
 
 @register_algorithm
@@ -78,28 +110,39 @@ class FedeRiCo(Algorithm):
     """Decentralised EM with ε-greedy neighbour sampling; see the module docstring."""
 
     name = "federico"
-    summary = "FedeRiCo (Zhong et al. 2022): decentralised EM over client models."
+    summary = "FedeRiCo (Sui et al. 2022): decentralised EM over client models."
     Hyper = FedeRiCoHyper
     records = (WEIGHT,)
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
-        """Own model per client; loss table from one all-to-all pass.
+        """Own model per client; loss table from one all-to-all pass, or own losses only.
 
-        With M = 0 the table holds only the client's own loss (others +∞, weight 0).
+        With M = 0 no other model can ever arrive: those entries are +∞ (weight 0).
+        With ``table_start: uniform`` the other entries are NaN (unknown) until sampled.
         """
         e = self.engine
         state: State = e.client_init()
         k_all = e.num_clients
-        reach = ([list(range(k_all))] * k_all if self.hp.neighbors > 0
+        reach = ([list(range(k_all))] * k_all
+                 if self.hp.neighbors > 0 and self.hp.table_start == "all_to_all"
                  else [[i] for i in range(k_all)])
         losses = self._losses(state, reach)
-        self.count_traffic(reach, gradients=False)  # the first table: every model to all
-        losses = torch.where(torch.isnan(losses), torch.full_like(losses, float("inf")), losses)
+        self.count_traffic(reach, gradients=False)  # the first table (nothing for own only)
+        if self.hp.neighbors == 0:
+            losses = torch.where(torch.isnan(losses), torch.full_like(losses, float("inf")),
+                                 losses)
         state["last"] = losses
         state["table"] = losses.clone()
-        state["weights"] = torch.softmax(-state["table"], dim=1)
+        state["weights"] = self.posterior(state["table"])
         return state
+
+    @staticmethod
+    def posterior(table: torch.Tensor) -> torch.Tensor:
+        """w_i = softmax_j(−L̂_ij); an unknown (NaN) entry counts as its row's known mean."""
+        known = ~torch.isnan(table)
+        fill = torch.nanmean(table, dim=1, keepdim=True).expand_as(table)
+        return torch.softmax(-torch.where(known, table, fill), dim=1)
 
     def pair_loss(self, params: dict[str, torch.Tensor], client: int) -> float:
         """ℓ of ``params`` on ``client``'s training data: summed (eq. 3) or mean."""
@@ -140,47 +183,80 @@ class FedeRiCo(Algorithm):
                 chosen.append(sorted(top.tolist()))
         return chosen
 
+    def track(self, state: State, fresh: torch.Tensor, rnd: int) -> None:
+        """Fold the refreshed losses ``fresh`` (NaN = not refreshed) into the table.
+
+        EMA: L̂ ← (1 − β) L̂ + β ℓ on refreshed entries. Accumulative: every known entry
+        adds its latest ℓ. An entry seen for the first time (``table_start: uniform``)
+        starts at ℓ (EMA) or (rnd + 1) ℓ (accumulative: as if that loss had held since
+        the start, so it is on the scale of the row's other sums).
+        """
+        seen = ~torch.isnan(fresh)
+        known = ~torch.isnan(state["table"])
+        first = seen & ~known
+        state["last"] = torch.where(seen, fresh, state["last"])
+        table = state["table"]
+        if self.hp.loss_tracking == "ema":
+            b = self.hp.beta
+            table = torch.where(seen & known, (1 - b) * table + b * fresh, table)
+            table = torch.where(first, fresh, table)
+        else:
+            table = torch.where(known, table + state["last"], table)
+            table = torch.where(first, (rnd + 1) * fresh, table)
+        state["table"] = table
+        state["weights"] = self.posterior(table)
+
+    def mstep_plan(self, k: int, users: list[int], rnd: int, w: torch.Tensor
+                   ) -> tuple[int, dict[int, list[torch.Tensor]], dict[int, float]]:
+        """Steps of model k's M-step, each user's batches and gradient coefficient.
+
+        ``epoch``: the owner's local steps, batches of size B, coefficient w_ik on the
+        batch mean; ``step`` / ``full``: one step, one mini-batch / all of D_i,
+        coefficient w_ik n_i / n on the mean (eq. 4's (1/n) Σ_i w_ik Σ_{s∈D_i}; unbiased
+        for ``step``). The owner's batches are Local's stream (purpose ``local``),
+        another user's its own (purpose ``federico_mstep_<k>``).
+        """
+        e = self.engine
+        mode = self.hp.mstep
+        steps = e.steps_per_round(k) if mode == "epoch" else 1
+        n_all = float(sum(e.n_train(i) for i in range(e.num_clients)))
+        batches, coef = {}, {}
+        for i in users:
+            if mode == "full":
+                batches[i] = [e.data.train[i]]
+            else:
+                purpose = "local" if i == k else f"federico_mstep_{k}"
+                batches[i] = e.minibatches(i, rnd, purpose, steps)
+            scale = 1.0 if mode == "epoch" else e.n_train(i) / n_all
+            coef[i] = float(w[i, k]) * scale
+        return steps, batches, coef
+
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """ε-greedy sampling, E-step on the refreshed losses, weighted M-step."""
         e = self.engine
         k_all = e.num_clients
         nbrs = self.neighbours(state["weights"], rnd)
         used = [sorted([i, *nbrs[i]]) for i in range(k_all)]
-        fresh = self._losses(state, used)
-        seen = ~torch.isnan(fresh)
-        state["last"] = torch.where(seen, fresh, state["last"])
-        if self.hp.loss_tracking == "ema":
-            b = self.hp.beta
-            state["table"] = torch.where(seen, (1 - b) * state["table"] + b * fresh,
-                                         state["table"])
-        else:
-            state["table"] = state["table"] + state["last"]
-        state["weights"] = torch.softmax(-state["table"], dim=1)
+        self.track(state, self._losses(state, used), rnd)
         w = state["weights"].to(torch.float32)
-
         losses = np.full(k_all, np.nan)
-
-        n_all = float(sum(e.n_train(i) for i in range(k_all)))
-
-        def share(i: int, batch: int) -> float:
-            """Weight of each of client i's ``batch`` samples in model k's step."""
-            if self.hp.mstep == "step":  # eq. 4: (1/n) Σ_i w_ik Σ_s ℓ, unbiased
-                return e.n_train(i) / (n_all * batch)
-            return 1.0 / batch  # former: each client's batch mean
 
         def client(k: int) -> None:
             users = [i for i in range(k_all) if k in used[i]]
-            steps = 1 if self.hp.mstep == "step" else e.steps_per_round(k)
-            streams = {i: e.minibatches(i, rnd, f"federico_mstep_{k}", steps) for i in users}
-            params, opt = take(state["params"], k), take(state["opt"], k)
+            steps, batches, coef = self.mstep_plan(k, users, rnd, w)
+            # working copies, updated in place as Local's training does
+            params = {n: v.detach().clone() for n, v in take(state["params"], k).items()}
+            opt = {n: v.clone() for n, v in take(state["opt"], k).items()}
             total = 0.0
             for s in range(steps):
-                idx = torch.cat([streams[i][s] for i in users])
-                sw = torch.cat([torch.full((len(streams[i][s]),), float(w[i, k]) *
-                                           share(i, len(streams[i][s])), device=e.device)
-                                for i in users])
-                loss, grads = e.loss_and_grad(params, idx, sample_weight=sw)
-                params, opt = e.optimizer.step(params, grads, opt)
+                grads: dict[str, torch.Tensor] = {}
+                loss = 0.0
+                for i in users:  # g_ki = c_ik ∇ mean ℓ(φ_k; batch of D_i), sent by i
+                    li, gi = e.loss_and_grad(params, batches[i][s])
+                    for n, g in gi.items():
+                        grads[n] = coef[i] * g if n not in grads else grads[n] + coef[i] * g
+                    loss += coef[i] * li
+                e.optimizer.step_(params, grads, opt)
                 total += loss
             put(state["params"], k, params)
             put(state["opt"], k, opt)
@@ -195,8 +271,8 @@ class FedeRiCo(Algorithm):
 
         Each model j → i is P scalars up for j and down for i; with ``gradients``
         (the M-step) i sends back w_ij and its weighted gradient on φ_j (P + 1), once
-        per M-step of φ_j (one with ``mstep: step``, the owner's local steps with
-        ``epoch``). The mixture a client predicts with (every φ_j with w_ij > 0) is
+        per M-step of φ_j (one with ``mstep: step`` or ``full``, the owner's local steps
+        with ``epoch``). The mixture a client predicts with (every φ_j with w_ij > 0) is
         not counted: the papers count training traffic.
         """
         e = self.engine
@@ -208,7 +284,7 @@ class FedeRiCo(Algorithm):
                 e.traffic.send_up(j, p)
                 e.traffic.send_down(i, p)
                 if gradients:
-                    steps = 1 if self.hp.mstep == "step" else e.steps_per_round(j)
+                    steps = e.steps_per_round(j) if self.hp.mstep == "epoch" else 1
                     e.traffic.send_up(i, steps * (p + 1))
                     e.traffic.send_down(j, steps * (p + 1))
 

@@ -5,7 +5,8 @@ Federated Learning", 2020 (the hypothesis-based clustering algorithm, HYPCLUSTER
 baseline of PerFed-CKT. The server holds q hypotheses h_0..h_{q−1} (one model each).
 One round:
 
-1. every client k receives all q hypotheses and scores each on its whole training set,
+1. every client k of the round (all of them unless ``training.client_fraction`` < 1)
+   receives all q hypotheses and scores each on its whole training set,
    L_k(h_m) = mean cross-entropy (one full pass per hypothesis, no grad);
 2. it chooses c_k = argmin_m L_k(h_m), ties going to the lowest index m;
 3. it runs its local steps from h_{c_k} (the engine's local training, as FedAvg's) and
@@ -14,8 +15,11 @@ One round:
    the models trained from it: h_m ← Σ_{k: c_k = m} n_k h_m^(k) / Σ_{k: c_k = m} n_k. A
    hypothesis that no client chose stays as it was.
 
-Client k predicts with h_{c_k}: the hypothesis it chose in the latest round, as the
-server updated it at the end of that round. With q = 1 the method is FedAvg.
+Client k predicts with h_{c_k}, c_k = argmin_m L_k(h_m) chosen afresh at evaluation
+from its current training losses of every current hypothesis (the assignment step
+above, as Mansour et al. define a client's hypothesis): a client that did not take
+part in the latest round does not keep a stale choice. With q = 1 the method is
+FedAvg.
 
 Choices where the paper is silent (its algorithm samples clients and leaves the
 initialisation and the local optimiser open):
@@ -30,7 +34,14 @@ initialisation and the local optimiser open):
   random draw like this one or a k-means++-style start from locally trained models;
 * before round 1 (the round-0 evaluation and cluster record) each client holds the
   hypothesis of lowest training loss at initialisation, i.e. the one round 1 chooses;
-* every client takes part in every round;
+* participation: ``training.client_fraction`` (C) < 1 samples that fraction of the
+  clients uniformly without replacement each round (the paper's algorithm samples
+  clients too); only they choose, train and upload; C = 1, every client every round,
+  is the config's default;
+* evaluation scores every hypothesis on the client's whole training set again (q
+  forward passes per client and evaluation); the recorded ``cluster`` is the choice
+  each client made when it last took part (the one it trained), which can differ from
+  the one it predicts with after the hypotheses moved;
 * each client keeps one optimiser state across rounds, whichever hypothesis it trains
   (as FedAvg here; with plain SGD it holds only a step count, and the authors' code
   starts a fresh client optimiser each round), and the local steps use the purpose
@@ -60,6 +71,12 @@ from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
 from pflrepro.params import put_rows, rows, stack, take, weighted_mean
 from pflrepro.results import CLUSTER, MetricLog
+
+
+def _argmin(scores: np.ndarray) -> np.ndarray:
+    """Row-wise first argmin of (clients, q) losses, NaN counting as +∞ (int64)."""
+    scores = np.where(np.isnan(scores), math.inf, scores)
+    return np.argmin(scores, axis=1).astype(np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +132,7 @@ class HypCluster(Algorithm):
 
     def assign(self, hypotheses: Params, clients: list[int] | None = None) -> torch.Tensor:
         """Each client's argmin_m L_k(h_m) (ties: lowest m; NaN counts as +∞), on the CPU."""
-        scores = self.losses(hypotheses, clients)
-        scores = np.where(np.isnan(scores), math.inf, scores)
-        return torch.from_numpy(np.argmin(scores, axis=1).astype(np.int64))  # first minimum
+        return torch.from_numpy(_argmin(self.losses(hypotheses, clients)))
 
     # ------------------------------------------------------------------ round
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
@@ -154,9 +169,17 @@ class HypCluster(Algorithm):
         return state, losses
 
     # ------------------------------------------------------------------ predict
+    def current_choice(self, state: State, client: int) -> int:
+        """argmin_m L_client(h_m) over the current hypotheses (ties: lowest m; NaN = +∞)."""
+        e = self.engine
+        hypotheses = state["hypotheses"]
+        scores = [e.mean_loss(take(hypotheses, m), client, "train")
+                  for m in range(self.hp.hypotheses)]
+        return int(_argmin(np.asarray([scores], dtype=np.float64))[0])
+
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
-        """The prediction of the hypothesis the client chose in the latest round."""
-        m = int(state["cluster"][client])
+        """The prediction of the hypothesis of lowest current training loss for the client."""
+        m = self.current_choice(state, client)
         return self.engine.probs(take(state["hypotheses"], m), x)
 
     def record(self, state: State, rnd: int, log: MetricLog) -> None:

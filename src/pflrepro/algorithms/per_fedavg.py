@@ -16,12 +16,16 @@ The paper's Per-FedAvg (HF) replaces the Hessian-vector product by a finite
 difference of two gradients (step δ); here it is computed *exactly* by double
 backward through autograd (:meth:`PerFedAvg.hessian_vector_product`), no finite
 differences, so ``hf`` is the paper's Algorithm 1 with its stochastic MAML gradient
-unapproximated. The server averages the clients' w into the next global
-model. Client i evaluates the model it personalises from the current global model
-by one step of plain SGD with step α on a mini-batch of its own training data.
+unapproximated. The server averages the round's participants' w uniformly into the
+next global model, (1/|S|) Σ_{i∈S} w_i (Algorithm 1: w ← (1/(rn)) Σ_{i∈A_k} w_i, A_k
+the rn clients sampled in round k; ``aggregation: weighted`` weights by training-set
+size instead, as FedAvg here). Client i evaluates the model it personalises from the
+current global model by one step of plain SGD with step α on a mini-batch of its own
+training data.
 
-With α = 0 both variants are FedAvg exactly (the D' stream is FedAvg's ``local``
-stream; the tests compare bits).
+With α = 0 and ``aggregation: weighted`` both variants are FedAvg exactly (the D'
+stream is FedAvg's ``local`` stream; the tests compare bits); with the default uniform
+mean they are FedAvg with uniform averaging (the same for equal client sizes).
 
 Choices where the paper is silent, or where this project differs from it:
 
@@ -33,9 +37,9 @@ Choices where the paper is silent, or where this project differs from it:
 * D, D', D'' come from separate seeded streams (purposes ``maml_inner``, ``local``,
   ``maml_hessian``), independent as the paper's analysis assumes, with the
   experiment's batch size for all three (the paper, from memory: 40 each);
-* the server averages weighted by training-set size, as FedAvg here; the paper
-  averages uniformly over the sampled clients (the weights coincide for equal client
-  sizes); full participation here, where the paper samples a fraction of the clients;
+* participation: ``training.client_fraction`` (C) sets the fraction r of clients
+  sampled uniformly without replacement each round (the paper's rn clients); C = 1,
+  every client every round, is the config's default;
 * the reported per-client training loss is the mean of f_i(temp; D') over the steps:
   the loss of the personalised model, the quantity F_i that training minimises;
 * evaluation personalises with ``personal_steps`` α-steps of plain SGD (default one,
@@ -79,6 +83,9 @@ PERSONALISE = "personalise"
 
 #: The variants: first-order, and exact Hessian-vector product.
 FO, HF = "fo", "hf"
+#: Server averaging: uniform over the participants (the paper), or by training-set size.
+UNIFORM, WEIGHTED = "uniform", "weighted"
+AGGREGATIONS = (UNIFORM, WEIGHTED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,11 +100,15 @@ class PerFedAvgHyper:
     personal_steps: int = hyper(1, "α-steps of plain SGD, from the global model on the "
                                    "client's own mini-batches, that personalise it before "
                                    "evaluation (the paper: one).", minimum=1)
+    aggregation: str = hyper(UNIFORM, "How the server averages the participants' models: "
+                                      "'uniform' (the paper's Algorithm 1, 1/(rn) each) "
+                                      "or 'weighted' by training-set size (as FedAvg).",
+                             choices=AGGREGATIONS)
 
 
 @register_algorithm
 class PerFedAvg(Algorithm):
-    """Per-FedAvg: MAML local steps, size-weighted averaging, one-step personalisation."""
+    """Per-FedAvg: MAML local steps, uniform averaging, one-step personalisation."""
 
     name = "per_fedavg"
     summary = ("Per-FedAvg (Fallah et al. 2020): FedAvg on the MAML objective "
@@ -169,7 +180,8 @@ class PerFedAvg(Algorithm):
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """The round's participants take MAML steps from the global model; the server averages.
 
-        Their models are averaged by training-set size; all clients take part by default.
+        Their models are averaged uniformly (``aggregation: uniform``, the paper) or by
+        training-set size (``weighted``); all clients take part by default.
         """
         e = self.engine
         chosen = e.participants(rnd)
@@ -184,7 +196,9 @@ class PerFedAvg(Algorithm):
             put(state["opt"], k, opt)
 
         e.threads.run_clients(client, range(len(chosen)))
-        state["global"] = weighted_mean(local, e.train_sizes()[chosen])
+        sizes = e.train_sizes()[chosen]
+        weights = torch.ones_like(sizes) if self.hp.aggregation == UNIFORM else sizes
+        state["global"] = weighted_mean(local, weights)
         # each participant downloads the global model and uploads its trained one
         e.traffic.exchange(chosen, up=e.model_size, down=e.model_size)
         return state, losses

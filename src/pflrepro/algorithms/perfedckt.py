@@ -7,8 +7,10 @@ on an unlabeled public set P instead of parameters. Each round t:
 
 1. m = C·K clients are sampled without replacement (``training.client_fraction``;
    ``engine.participants``); each resumes from its own last model;
-2. a sampled client k that holds centroids picks the one nearest (ℓ2) to its current
-   soft decisions s_k on P (eq. 4) as its target s̄_k, then takes τ local steps on
+2. once centroids exist (every round after the first), each sampled client k picks
+   the one nearest (ℓ2) to its current soft decisions s_k on P (eq. 4: "each client
+   k′ ∈ S … determines the centroid that is closest to its current model's logit"),
+   also on its first participation, as its target s̄_k, then takes τ local steps on
    F_k(w) + λ · KL(s̄_k(x) ‖ s(w, x)) over a public mini-batch (eq. 2), the private
    loss on a private mini-batch;
 3. it sends its new soft decisions on P (|P| × N numbers); the server runs k-means
@@ -25,9 +27,8 @@ Choices where the text is silent (and this project's issue specifies):
   sum; λ here is the paper's λ times the batch size); default λ = 1, not stated;
 * the public mini-batch has ``training.batch_size`` rows (``public_batch`` overrides),
   drawn from the client's seeded stream (purpose ``public``);
-* a client that has never been sampled before trains without the distillation term
-  (its model is still its random initialisation, so its soft decisions say nothing
-  about its data); so does every client in round 1 (no centroids yet);
+* in round 1 there are no centroids yet: every client trains without the
+  distillation term (the text starts the exchange with the first round's logits);
 * each client starts from a model of its own (seed slot k), as decentralised
   clients would; k-means: ``n_init=10``, seeded by (seed, round);
 * sampling is uniform (the text's p_k is not given);
@@ -98,7 +99,7 @@ class PerFedCKT(Algorithm):
     def init(self) -> State:
         """Per-client models and optimiser states (lists: architectures may differ).
 
-        No centroids yet, nobody sampled yet.
+        No centroids yet.
         """
         e = self.engine
         public = e.data.public
@@ -115,7 +116,6 @@ class PerFedCKT(Algorithm):
         shape = (self.hp.clusters, len(public), e.data.num_classes)
         state["centroids"] = torch.zeros(shape, dtype=torch.float32)
         state["has_centroids"] = torch.zeros((), dtype=torch.bool)
-        state["sampled"] = torch.zeros(e.num_clients, dtype=torch.bool)
         return state
 
     def soft_decisions(self, params: Params) -> torch.Tensor:
@@ -171,7 +171,7 @@ class PerFedCKT(Algorithm):
             k = chosen[i]
             params = state["params"][k]
             target = None
-            if has and bool(state["sampled"][k]):
+            if has:  # eq. 4: the centroid nearest to its current soft decisions
                 target = centroids[nearest(centroids, self.soft_decisions(params))]
             new, opt, losses[k] = self.local_update(params, state["opt"][k], k, rnd, target)
             state["params"][k] = new
@@ -184,7 +184,6 @@ class PerFedCKT(Algorithm):
         new_centroids, _ = cluster_soft_decisions(sent, self.hp.clusters, seed)
         state["centroids"] = new_centroids
         state["has_centroids"] = torch.ones((), dtype=torch.bool)
-        state["sampled"][chosen] = True
         return state, losses
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -60,7 +60,11 @@ class VGG(nn.Module):
 
     The convolution stack is torchvision's (``torchvision.models.vgg.make_layers`` of the
     configuration ``cfg``: "A" = VGG11, "B" = VGG13), without batch norm: models here are
-    parameter-only (no running statistics), so clients can hold stacked parameters.
+    parameter-only (``build_model`` rejects buffers such as batch norm's running
+    statistics), because every method moves, averages, stacks (vmap) and checkpoints
+    models as parameter dicts, which would leave those statistics behind. PerFed-CKT's
+    text ("VGG11 is deployed for all clients"; VGG13/VGG11/CNN) does not mention batch
+    norm.
     Adapted to 32×32 inputs as CIFAR codebases do: the five 2×2 max-pools take 32×32 to
     1×1, so the 512 features feed one linear layer (no 4096-wide classifier, no dropout,
     no adaptive pooling). Inputs must be at least 32×32. No pretrained weights.

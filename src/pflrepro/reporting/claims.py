@@ -17,19 +17,30 @@ typed predicates (nothing is evaluated as code):
     ``method``'s accuracy with the most distributions is below (``decreasing``) or
     above (``increasing``) its accuracy with the fewest, per experiment.
 ``weight_mass``
-    the mean over clients of the share of a client's final-round weight on clients of
-    its own distribution (itself included unless ``include_self: false``) is at
-    least ``threshold``.
+    the mean over clients of the share of a client's final-round *peer* weight
+    (its weight on itself excluded) that is on peers of its own distribution is at
+    least ``threshold``; a client with no weight on any peer (no collaboration) has
+    share 0, so identity weights fail.
 ``group_contrast``
     the mean final-round weight ``w_ij`` (``i != j``) between clients of the same
-    distribution is above the mean weight between clients of different ones.
+    distribution is at least ``min_ratio`` (> 1) times the mean weight between
+    clients of different ones (margin ``within - min_ratio * across``; the numbers
+    give the ratio).
 ``weight_compare``
     a weight ``statistic`` of method ``a`` ``op`` that of method ``b``: ``peak``
     (the mean over clients of the largest share of a client's final-round weight) or
-    ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``).
+    ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``). ``peak
+    a > b`` is undecidable in a column where ``b``'s peak is already 1 in every run.
 ``components_used``
     fewer distinct components are some client's largest final-round weight than the
     partition has distributions (FedEM's mixture weights).
+``communication_ratio``
+    each of ``baselines`` communicated at least ``factor`` times as many scalars as
+    ``method`` (``op`` ``>=``; ``>``: more than), per column: the total of a run's
+    ``comm_up`` and ``comm_down`` rows over clients and rounds
+    (:mod:`pflrepro.reporting.communication`'s ``total``), mean over runs; margin
+    ``baseline / method - factor`` (unit ``ratio``). Undecidable where ``method``
+    communicated nothing.
 
 A *column* is one partition of one experiment (a column of the paper's table); the
 number of distributions of a column is the number of distinct non-negative client
@@ -45,17 +56,40 @@ run and averaged over the runs of a column.
 Each claim gives one row per experiment at the chosen scale (``scope: each``, the
 default) or one row for all of them together (``scope: together``, for claims about
 a whole table such as "in some column"); a claim without experiments at that scale
-gives one row. A row's status is ``holds``, ``fails`` or ``missing``; its margin is
-signed, in the unit of the check (``pp``: percentage points of accuracy; ``weight``;
-``components``), positive when the claim holds by that much. Every term of a check
-is a margin, or unknown when its data are absent (an experiment without results, a
-method without runs, a column without distribution ids): ``all`` over terms fails
-when a known term fails, is missing when a term is unknown, and holds otherwise;
-``any`` holds when a known term holds, is missing when a term is unknown, and fails
-otherwise. So absent data give ``missing``, never ``holds``. Strict predicates
+gives one row.
+
+The *design* (:class:`Design`, from the config: :func:`design_of`) says what a check
+needs: each experiment's partitions (columns), methods and (split seed, training
+seed) pairs. A check reads every designed column, never only those present. Each
+term of a check (e.g. one method against one baseline in one column) pairs the runs
+of its cells by seed pair; its margin is signed, in the unit of the check (``pp``:
+percentage points of accuracy; ``weight``; ``components``), positive when the claim
+holds by that much, and computed from the means over runs (the tables' numbers).
+Within a comparison the margin is the worst column (``all``), the best (``any``) or,
+for ``compare`` and ``above_all``, the mean over the columns (``mean``: e.g. "superior
+on the table" read as better on the table's average); across comparisons, the worst.
+A row's *verdict* (:data:`VERDICTS`) is
+
+``missing``
+    a designed column, cell or experiment the check needs has no runs;
+``incomplete``
+    every cell has runs, but some fewer than designed;
+``undecidable``
+    the data are complete but the check is not defined on them (no distribution
+    ids, or a peak weight already at its bound); the reason is in the row;
+``holds`` / ``fails``
+    with ``n`` >= 2 runs per cell, the whole :data:`LEVEL` interval of the margin is
+    on one side of the threshold: a paired percentile bootstrap that resamples the
+    seed pairs of each experiment (the same draw for every cell of an experiment, so
+    method ``a`` and method ``b`` stay paired), :data:`RESAMPLES` resamples from a
+    generator seeded by the claim and its experiments (byte-identical output);
+``inconclusive``
+    otherwise: the interval contains the threshold, or ``n = 1``.
+
+So absent or partial data never make a claim hold or fail. Strict predicates
 (``>``, ``<``, ``group_contrast``, ``components_used``, ``trend``) need a margin
-above zero; the others hold at zero. A term within :data:`TIES` of zero (float
-rounding of equal results) counts as zero.
+above zero; the others hold at zero. A margin or bound within :data:`TIES` of zero
+(float rounding of equal results) counts as zero.
 """
 
 from __future__ import annotations
@@ -73,9 +107,9 @@ if TYPE_CHECKING:  # the workflow parse loads claims without pandas
     import pandas as pd
 
 PAPERS = ("FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix")
-STATUSES = ("holds", "fails", "missing")
+VERDICTS = ("holds", "fails", "inconclusive", "undecidable", "incomplete", "missing")
 SCOPES = ("each", "together")
-QUANTIFIERS = ("all", "any")
+QUANTIFIERS = ("all", "any", "mean")
 #: Accuracy metrics: name -> (table metric of ``accuracy_table``, its accuracy column).
 ACCURACY_METRICS: dict[str, tuple[str, str] | None] = {
     "weighted_final": ("weighted_final", "weighted_final"),
@@ -89,8 +123,8 @@ OPS: dict[str, tuple[int, bool]] = {">": (1, True), ">=": (1, False),
 STATISTICS = ("peak", "variation")
 DIRECTIONS = ("decreasing", "increasing")
 #: Columns of :func:`evaluate_claims`' frame (and of the CSV).
-COLUMNS = ("id", "paper", "where", "claim", "experiment", "predicate", "numbers", "status",
-           "margin", "unit")
+COLUMNS = ("id", "paper", "where", "claim", "experiment", "predicate", "numbers", "verdict",
+           "margin", "unit", "n", "ci_low", "ci_high", "level")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CLAIM_REQUIRED = ("id", "paper", "where", "claim", "experiments", "check")
@@ -104,14 +138,16 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "within": (("metric", "methods", "reference", "tolerance"),
                ("quantifier", "distributions", "round_fraction")),
     "trend": (("metric", "method", "direction"), ("quantifier", "round_fraction")),
-    "weight_mass": (("method", "threshold"), ("include_self", "quantifier", "distributions")),
-    "group_contrast": (("method",), ("quantifier", "distributions")),
+    "weight_mass": (("method", "threshold"), ("quantifier", "distributions")),
+    "group_contrast": (("method", "min_ratio"), ("quantifier", "distributions")),
     "weight_compare": (("statistic", "a", "b", "op"), ("quantifier", "distributions")),
     "components_used": (("method",), ("quantifier", "distributions")),
+    "communication_ratio": (("method", "baselines", "factor", "op"),
+                            ("quantifier", "distributions")),
 }
 CHECK_TYPES = tuple(_FIELDS)
 _UNITS = {"weight_mass": "weight", "group_contrast": "weight", "weight_compare": "weight",
-          "components_used": "components"}
+          "components_used": "components", "communication_ratio": "ratio"}
 
 
 class ClaimsError(ValueError):
@@ -134,7 +170,8 @@ class Check:
     op: str | None = None
     tolerance: float = 0.0
     threshold: float | None = None
-    include_self: bool = True
+    min_ratio: float | None = None
+    factor: float | None = None
     statistic: str | None = None
     direction: str | None = None
     quantifier: str = "all"
@@ -147,13 +184,13 @@ class Check:
 
     @property
     def unit(self) -> str:
-        """Unit of the margin: ``pp`` (accuracy points), ``weight`` or ``components``."""
+        """Unit of the margin: ``pp``, ``weight``, ``components`` or ``ratio``."""
         return _UNITS.get(self.type, "pp")
 
     @property
     def strict(self) -> bool:
         """Whether the margin must be above zero (else at least zero)."""
-        if self.type in ("compare", "above_all", "weight_compare"):
+        if self.type in ("compare", "above_all", "weight_compare", "communication_ratio"):
             return OPS[self.op or ">"][1]
         return self.type in ("group_contrast", "components_used", "trend")
 
@@ -162,7 +199,8 @@ class Check:
         metric = self.metric or ""
         if self.metric == "weighted_at":
             metric = f"weighted accuracy at {self.round_fraction:g} of the rounds"
-        where = "in every column" if self.quantifier == "all" else "in some column"
+        where = {"all": "in every column", "any": "in some column",
+                 "mean": "on the mean over the columns"}[self.quantifier]
         if self.distributions:
             where += f" with {'/'.join(str(d) for d in self.distributions)} distributions"
         tol = f", tolerance {self.tolerance:g} pp" if self.tolerance else ""
@@ -181,14 +219,16 @@ class Check:
             return (f"{self.method} {metric} {self.direction} from the fewest to the most "
                     f"distributions {where}")
         if self.type == "weight_mass":
-            self_ = "" if self.include_self else " (itself excluded)"
-            return (f"{self.method}: mean same-distribution share of final weight{self_} >= "
-                    f"{self.threshold:g} {where}")
+            return (f"{self.method}: mean share of final peer weight (itself excluded) on "
+                    f"same-distribution peers >= {self.threshold:g} {where}")
         if self.type == "group_contrast":
-            return (f"{self.method}: mean final weight within distributions > across "
-                    f"distributions {where}")
+            return (f"{self.method}: mean final weight within distributions > "
+                    f"{self.min_ratio:g} x across distributions {where}")
         if self.type == "weight_compare":
             return f"{self.statistic} client weight: {self.a} {self.op} {self.b} {where}"
+        if self.type == "communication_ratio":
+            return (f"scalars communicated: each of {', '.join(self.baselines)} {self.op} "
+                    f"{self.factor:g} x {self.method} {where}")
         return (f"{self.method}: components that are some client's top weight < "
                 f"distributions {where}")
 
@@ -312,7 +352,8 @@ _PARSE = {
     "op": lambda v, w: _choice(v, tuple(OPS), w),
     "tolerance": lambda v, w: _number(v, w, 0.0),
     "threshold": lambda v, w: _number(v, w, 0.0, 1.0),
-    "include_self": _bool,
+    "min_ratio": lambda v, w: _number(v, w, 1.0, low_open=True),
+    "factor": lambda v, w: _number(v, w, 1.0),
     "statistic": lambda v, w: _choice(v, STATISTICS, w),
     "direction": lambda v, w: _choice(v, DIRECTIONS, w),
     "quantifier": lambda v, w: _choice(v, QUANTIFIERS, w),
@@ -329,9 +370,15 @@ def _check(item: Any, where: str) -> Check:
     _keys(item, ("type", *required), optional, f"{where} ({kind})")
     values = {k: _PARSE[k](v, f"{where}.{k}") for k, v in item.items() if k != "type"}
     check = Check(type=kind, **values)
-    if kind == "above_all":
+    if kind in ("above_all", "communication_ratio"):
         if check.op not in (None, ">", ">="):
-            raise ClaimsError(f"{where}.op: above_all takes '>' or '>=', got {check.op!r}")
+            raise ClaimsError(f"{where}.op: {kind} takes '>' or '>=', got {check.op!r}")
+    if kind == "communication_ratio" and check.method in check.baselines:
+        raise ClaimsError(f"{where}: {check.method!r} is both the method and a baseline")
+    if check.quantifier == "mean" and kind not in ("compare", "above_all"):
+        raise ClaimsError(f"{where}.quantifier: 'mean' (over columns) is for compare and "
+                          f"above_all, not {kind}")
+    if kind == "above_all":
         both = sorted(set(check.methods) & set(check.baselines))
         if both:
             raise ClaimsError(f"{where}: {both} both in methods and baselines")
@@ -390,6 +437,65 @@ def _row_groups(claim: Claim, scale: str) -> list[tuple[str, ...]]:
     return [names] if claim.scope == "together" else [(n,) for n in names]
 
 
+# --------------------------------------------------------------------------- design
+@dataclass(frozen=True)
+class Design:
+    """What an experiment's config runs: the cells and runs a check expects.
+
+    ``seeds`` are the (split seed, training seed) pairs of every run of every cell
+    (:meth:`pflrepro.config.ExperimentConfig.seed_pairs`).
+    """
+
+    partitions: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[tuple[int, int], ...]
+
+
+def design_of(cfg: Any, experiments: Iterable[str]) -> dict[str, Design]:
+    """The :class:`Design` of each of ``experiments`` in a ``WorkflowConfig`` (others left out)."""
+    out: dict[str, Design] = {}
+    for name in experiments:
+        exp = cfg.experiments.get(name)
+        if exp is not None:
+            out[name] = Design(partitions=tuple(str(p.id) for p in exp.partitions),
+                               methods=tuple(str(m) for m in exp.methods),
+                               seeds=tuple((int(s), int(t)) for s, t in exp.seed_pairs()))
+    return out
+
+
+def design_json(design: Mapping[str, Design]) -> str:
+    """A design as canonical JSON (the workflow's ``--design`` argument)."""
+    import json
+
+    raw = {name: {"partitions": list(d.partitions), "methods": list(d.methods),
+                  "seeds": [list(s) for s in d.seeds]} for name, d in design.items()}
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+
+def parse_design(text: str) -> dict[str, Design]:
+    """Read :func:`design_json`'s output; raise ``ValueError`` naming what is wrong."""
+    import json
+
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        raise ValueError("design: expected a JSON object {experiment: {...}}")
+    out: dict[str, Design] = {}
+    for name, item in raw.items():
+        if not isinstance(item, dict) or set(item) != {"partitions", "methods", "seeds"}:
+            raise ValueError(f"design of {name!r}: expected the keys partitions, methods, "
+                             "seeds")
+        seeds = item["seeds"]
+        if (not isinstance(seeds, list) or not seeds
+                or not all(isinstance(s, list) and len(s) == 2
+                           and all(isinstance(v, int) for v in s) for s in seeds)):
+            raise ValueError(f"design of {name!r}: seeds must be a non-empty list of "
+                             "[split seed, training seed] pairs")
+        out[str(name)] = Design(partitions=tuple(str(p) for p in item["partitions"]),
+                                methods=tuple(str(m) for m in item["methods"]),
+                                seeds=tuple((int(s), int(t)) for s, t in seeds))
+    return out
+
+
 # --------------------------------------------------------------------------- data
 @dataclass
 class _WeightRun:
@@ -407,36 +513,51 @@ class _WeightRun:
         return self.values[-1]
 
 
+#: A cell's per-run values: (split seed, training seed) -> value.
+Runs = dict[tuple[int, int], Any]
+
+
 @dataclass
 class _Data:
-    """The aggregate, split by experiment, with the numbers checks read (cached)."""
+    """The aggregate, restricted to the design and split by experiment (cached)."""
 
     agg: pd.DataFrame | None
+    design: Mapping[str, Design]
     labels: Mapping[str, str] = field(default_factory=dict)
     experiment_labels: Mapping[str, str] = field(default_factory=dict)
     _frames: dict[str, pd.DataFrame | None] = field(default_factory=dict)
-    _cells: dict[tuple[Any, ...], dict[tuple[str, str], float]] = field(default_factory=dict)
+    _cells: dict[tuple[Any, ...], dict[tuple[str, str], Runs]] = field(default_factory=dict)
     _groups: dict[str, dict[tuple[Any, ...], dict[int, int]]] = field(default_factory=dict)
-    _weights: dict[tuple[str, str], dict[str, list[_WeightRun]] | str] = field(
+    _weights: dict[tuple[str, str], dict[str, dict[tuple[int, int], _WeightRun]] | str] = field(
         default_factory=dict)
+    _traffic: dict[str, dict[tuple[str, str], Runs]] = field(default_factory=dict)
 
     def frame(self, experiment: str) -> pd.DataFrame | None:
-        """The rows of ``experiment``, or ``None`` when it has none."""
+        """The rows of ``experiment``'s designed runs, or ``None`` when it has none.
+
+        Runs outside the design (another partition, method or seed pair) are left out:
+        a claim reads the runs its config asks for, no others.
+        """
+        import pandas as pd
+
         if experiment not in self._frames:
             rows = None
-            if self.agg is not None and not self.agg.empty:
+            design = self.design.get(experiment)
+            if design is not None and self.agg is not None and not self.agg.empty:
                 rows = self.agg[self.agg["experiment"] == experiment]
+                wanted = set(design.seeds)
+                seeded = [(int(a), int(b)) in wanted for a, b in
+                          zip(rows["split_seed"], rows["train_seed"], strict=True)]
+                keep = (rows["partition"].astype(str).isin(design.partitions)
+                        & rows["method"].astype(str).isin(design.methods)
+                        & pd.Series(seeded, index=rows.index, dtype=bool))
+                rows = rows[keep]
                 rows = None if rows.empty else rows.reset_index(drop=True)
             self._frames[experiment] = rows
         return self._frames[experiment]
 
-    def partitions(self, experiment: str) -> list[str]:
-        """Partition ids of ``experiment``'s results, in natural order."""
-        from pflrepro.reporting.tables import natural_key
-
-        frame = self.frame(experiment)
-        found = [] if frame is None else frame["partition"].astype(str).unique()
-        return sorted(found, key=natural_key)
+    def seeds(self, experiment: str) -> tuple[tuple[int, int], ...]:
+        return self.design[experiment].seeds
 
     def run_groups(self, experiment: str) -> dict[tuple[Any, ...], dict[int, int]]:
         """Per run (a tuple of the run keys): client id -> distribution id."""
@@ -472,20 +593,20 @@ class _Data:
             text = f"{self.experiment_labels.get(experiment, experiment)} · {text}"
         return text
 
-    def accuracy(self, experiment: str, partition: str, method: str, metric: str,
-                 round_fraction: float | None) -> float | None:
-        """Mean over runs of a per-run accuracy (percent), or ``None`` without runs."""
+    def accuracy_runs(self, experiment: str, partition: str, method: str, metric: str,
+                      round_fraction: float | None) -> Runs:
+        """A cell's per-run accuracy (percent) by seed pair; empty without runs."""
         key = (experiment, metric, round_fraction)
         if key not in self._cells:
             self._cells[key] = self._accuracy_cells(experiment, metric, round_fraction)
-        return self._cells[key].get((method, partition))
+        return self._cells[key].get((method, partition), {})
 
     def _accuracy_cells(self, experiment: str, metric: str,
-                        round_fraction: float | None) -> dict[tuple[str, str], float]:
+                        round_fraction: float | None) -> dict[tuple[str, str], Runs]:
         from pflrepro.reporting.tables import (
             RUN_KEYS,
             accuracy_table,
-            tidy_table,
+            run_accuracies,
             weighted_accuracy_per_round,
         )
 
@@ -493,31 +614,58 @@ class _Data:
         if frame is None:
             return {}
         spec = ACCURACY_METRICS[metric]
-        if spec is not None:  # a table cell: the numbers of the experiment's table
+        if spec is not None:  # the per-run numbers whose means are the table's cells
             table_metric, name = spec
-            tidy = tidy_table(accuracy_table(frame, metric=table_metric,
-                                             columns=("partition",)))
-            if "metric_name" in tidy.columns:
-                tidy = tidy[tidy["metric_name"] == name]
-            return {(str(m), str(p)): float(v) for m, p, v in
-                    zip(tidy["method"], tidy["partition"], tidy["mean"], strict=True)}
-        per_round = weighted_accuracy_per_round(frame)
-        keys = list(RUN_KEYS)
-        last = per_round.groupby(keys, dropna=False, sort=False)["round"].transform("max")
-        due = per_round[per_round["round"] >= last * float(round_fraction or 0.0)]
-        first = due.sort_values("round").groupby(keys, dropna=False, sort=False).head(1)
-        means = (first.assign(percent=first["weighted_accuracy"] * 100.0)
-                 .groupby(["method", "partition"], sort=False)["percent"].mean())
-        return {(str(m), str(p)): float(v) for (m, p), v in means.items()}
+            accuracy_table(frame, metric=table_metric, columns=("partition",))  # its checks
+            runs = run_accuracies(frame, table_metric)
+            values = runs[name]
+        else:
+            per_round = weighted_accuracy_per_round(frame)
+            keys = list(RUN_KEYS)
+            last = per_round.groupby(keys, dropna=False, sort=False)["round"].transform("max")
+            due = per_round[per_round["round"] >= last * float(round_fraction or 0.0)]
+            runs = due.sort_values("round").groupby(keys, dropna=False, sort=False).head(1)
+            values = runs["weighted_accuracy"]
+        out: dict[tuple[str, str], Runs] = {}
+        for m, p, s, t, v in zip(runs["method"], runs["partition"], runs["split_seed"],
+                                 runs["train_seed"], values, strict=True):
+            out.setdefault((str(m), str(p)), {})[(int(s), int(t))] = float(v) * 100.0
+        return out
 
-    def weight_runs(self, experiment: str, method: str) -> dict[str, list[_WeightRun]] | str:
-        """Per partition, the weight arrays of ``method``'s runs; a reason when it has none."""
+    def traffic_runs(self, experiment: str, partition: str, method: str) -> Runs:
+        """A cell's per-run total of scalars sent and received, by seed pair.
+
+        The total is up + down over every client and round; a run that logged no
+        traffic is absent from the result (so its cell is missing).
+        """
+        from pflrepro.reporting.tables import RUN_KEYS
+        from pflrepro.results import COMM_DOWN, COMM_UP
+
+        if experiment not in self._traffic:
+            out: dict[tuple[str, str], Runs] = {}
+            frame = self.frame(experiment)
+            if frame is not None:
+                rows = frame[frame["metric"].isin([COMM_UP, COMM_DOWN])]
+                at = {k: RUN_KEYS.index(k)
+                      for k in ("method", "partition", "split_seed", "train_seed")}
+                for key, total in rows.groupby(list(RUN_KEYS), sort=True,
+                                               dropna=False)["value"].sum().items():
+                    cell = (str(key[at["method"]]), str(key[at["partition"]]))
+                    seed = (int(key[at["split_seed"]]), int(key[at["train_seed"]]))
+                    out.setdefault(cell, {})[seed] = float(total)
+            self._traffic[experiment] = out
+        return self._traffic[experiment].get((method, partition), {})
+
+    def weight_runs(self, experiment: str,
+                    method: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
+        """Per partition and seed pair, ``method``'s weight arrays; a reason when none."""
         key = (experiment, method)
         if key not in self._weights:
             self._weights[key] = self._weight_runs(experiment, method)
         return self._weights[key]
 
-    def _weight_runs(self, experiment: str, method: str) -> dict[str, list[_WeightRun]] | str:
+    def _weight_runs(self, experiment: str,
+                     method: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
         import numpy as np
 
         from pflrepro.reporting.tables import RUN_KEYS
@@ -531,7 +679,8 @@ class _Data:
         if rows.empty:
             return f"no weight rows of {method}"
         groups = self.run_groups(experiment)
-        out: dict[str, list[_WeightRun]] = {}
+        out: dict[str, dict[tuple[int, int], _WeightRun]] = {}
+        at = {k: RUN_KEYS.index(k) for k in ("partition", "split_seed", "train_seed")}
         for key, run in rows.groupby(list(RUN_KEYS), sort=True, dropna=False):
             rounds, r_at = np.unique(run["round"].to_numpy(), return_inverse=True)
             clients, c_at = np.unique(run["client"].to_numpy(), return_inverse=True)
@@ -542,51 +691,144 @@ class _Data:
                 raise ValueError(f"claims: the weight rows of {method} in a run of "
                                  f"{experiment} are not one full matrix per round "
                                  "(duplicates or gaps)")
-            partition = str(key[RUN_KEYS.index("partition")])
-            out.setdefault(partition, []).append(_WeightRun(
+            seed = (int(key[at["split_seed"]]), int(key[at["train_seed"]]))
+            out.setdefault(str(key[at["partition"]]), {})[seed] = _WeightRun(
                 rounds=rounds, clients=clients, peers=peers, values=values,
-                groups=groups.get(tuple(key), {})))
+                groups=groups.get(tuple(key), {}))
         return out
 
 
 # --------------------------------------------------------------------------- logic
-#: A term's margin, or ``None`` when its data are absent.
-Margin = float | None
+#: Level of the confidence intervals and number of bootstrap resamples.
+LEVEL = 0.95
+RESAMPLES = 2000
+#: Margins closer to zero than this are ties (zero): float rounding of equal results,
+#: e.g. two methods with the same correct counts whose accuracies were summed in
+#: another order (1e-6 points is far below one test sample).
+TIES: Mapping[str, float] = {"pp": 1e-6, "weight": 1e-12, "components": 1e-9,
+                             "ratio": 1e-9}
+
+
+@dataclass
+class _Term:
+    """One comparison of a check (e.g. one method vs one baseline in one column).
+
+    ``values`` holds per-run numbers (runs in the design's seed order × ``k``) and
+    ``margin`` maps their means over runs (``... × k``) to the signed margin, so the
+    point margin is ``margin(values.mean(0))`` and a bootstrap resample of the runs
+    gives ``margin(values[idx].mean(-2))``. Without values the term is ``missing``
+    (a cell with no designed run), ``incomplete`` (fewer runs than designed) or
+    ``undecidable`` (complete data on which the check is not defined), with reasons.
+    """
+
+    experiment: str = ""
+    values: np.ndarray | None = None
+    margin: Any = None
+    gap: str = ""
+    reason: str = ""
+
+
+def _runs_term(experiment: str, cells: Sequence[tuple[str, Runs]],
+               seeds: Sequence[tuple[int, int]], margin: Any,
+               convert: Any = None) -> _Term:
+    """A term over cells (name, per-run values); a gap when a cell lacks designed runs.
+
+    ``convert`` maps a cell's per-run value to a tuple of numbers (default: the value).
+    """
+    import numpy as np
+
+    lacking = []
+    for name, runs in cells:
+        got = sum(s in runs for s in seeds)
+        if got < len(seeds):
+            lacking.append((name, got))
+    if lacking:
+        gap = "missing" if any(got == 0 for _, got in lacking) else "incomplete"
+        reason = "; ".join(f"{name}: {got} of {len(seeds)} runs" for name, got in lacking)
+        return _Term(experiment=experiment, gap=gap, reason=reason)
+    convert = convert or (lambda v: (v,))
+    rows = [[x for _, runs in cells for x in convert(runs[s])] for s in seeds]
+    return _Term(experiment=experiment, values=np.asarray(rows, dtype=float), margin=margin)
+
+
+def _reduce(stack: np.ndarray, quantifier: str) -> np.ndarray:
+    if quantifier == "mean":
+        return stack.mean(axis=0)
+    return stack.min(axis=0) if quantifier == "all" else stack.max(axis=0)
+
+
+def combine(groups: Sequence[Sequence[np.ndarray]], quantifier: str) -> np.ndarray:
+    """The margin of a check from its terms' margins (arrays of equal shape).
+
+    Within a group (the columns of one comparison, e.g. one method vs one baseline):
+    the worst column under ``all``, the best under ``any``, the mean over the columns
+    under ``mean``; across groups the worst.
+    """
+    import numpy as np
+
+    if not groups or any(len(g) == 0 for g in groups):
+        raise ValueError("combine: a check without terms")
+    per_group = [_reduce(np.stack([np.asarray(t, dtype=float) for t in g]), quantifier)
+                 for g in groups]
+    return np.stack(per_group).min(axis=0)
+
+
+@dataclass
+class Verdict:
+    """A row's verdict: one of :data:`VERDICTS`, its margin, n, interval and reason."""
+
+    verdict: str
+    margin: float = float("nan")
+    n: int = 0
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    reason: str = ""
 
 
 def _holds(margin: float, strict: bool) -> bool:
     return margin > 0 if strict else margin >= 0
 
 
-def _quantify(terms: Sequence[Margin], quantifier: str,
-              strict: bool) -> tuple[str, float | None]:
-    """Status and margin of one group of terms under ``all`` or ``any`` (Kleene logic)."""
-    known = [t for t in terms if t is not None]
-    unknown = len(known) < len(terms) or not terms
-    if quantifier == "all":
-        if any(not _holds(t, strict) for t in known):
-            return "fails", min(known)
-        return ("missing", None) if unknown else ("holds", min(known))
-    if any(_holds(t, strict) for t in known):
-        return "holds", max(known)
-    return ("missing", None) if unknown else ("fails", max(known))
+def decide(groups: Sequence[Sequence[_Term]], quantifier: str, strict: bool, tie: float,
+           rng: np.random.Generator) -> Verdict:
+    """The verdict of a check's terms (see the module docstring)."""
+    import numpy as np
 
+    terms = [t for g in groups for t in g]
+    if not terms or any(len(g) == 0 for g in groups):
+        return Verdict("missing", reason="no column to compare")
+    for gap in ("missing", "incomplete", "undecidable"):
+        reasons = [t.reason for t in terms if t.gap == gap]
+        if reasons:
+            return Verdict(gap, reason="; ".join(dict.fromkeys(reasons)))
 
-def combine(groups: Sequence[Sequence[Margin]], quantifier: str,
-            strict: bool) -> tuple[str, float | None]:
-    """Status and margin of a check: ``quantifier`` within each group, ``all`` across groups.
+    def zero(x: np.ndarray) -> np.ndarray:
+        return np.where(np.abs(x) < tie, 0.0, x)
 
-    A group is the terms (columns) of one comparison, e.g. one (method, baseline)
-    pair. The margin is the smallest group margin (among failing groups when one
-    fails); ``None`` when missing.
-    """
-    results = [_quantify(g, quantifier, strict) for g in groups] or [("missing", None)]
-    failing = [m for s, m in results if s == "fails" and m is not None]
-    if failing:
-        return "fails", min(failing)
-    if any(s == "missing" for s, _ in results):
-        return "missing", None
-    return "holds", min(m for _, m in results if m is not None)
+    n = min(int(t.values.shape[0]) for t in terms)  # type: ignore[union-attr]
+    point = combine([[t.margin(t.values.mean(axis=0)) for t in g] for g in groups],
+                    quantifier)
+    # paired bootstrap: one resample of the seed pairs per experiment, shared by every
+    # term of that experiment (so method a and method b keep their pairing)
+    draws = {}
+    for t in terms:
+        if t.experiment not in draws:
+            size = int(t.values.shape[0])  # type: ignore[union-attr]
+            draws[t.experiment] = rng.integers(0, size, size=(RESAMPLES, size))
+    boot = combine([[t.margin(t.values[draws[t.experiment]].mean(axis=1))  # type: ignore[index]
+                     for t in g] for g in groups], quantifier)
+    low, high = np.quantile(boot, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    margin, low, high = (float(zero(np.asarray(x))) for x in (point, low, high))
+    out = Verdict("inconclusive", margin=margin, n=n, ci_low=low, ci_high=high)
+    if n < 2:
+        out.reason = f"n = {n}: one run per cell, no interval"
+    elif _holds(low, strict):
+        out.verdict = "holds"
+    elif not _holds(high, strict):
+        out.verdict = "fails"
+    else:
+        out.reason = f"the {LEVEL:.0%} interval of the margin contains the threshold"
+    return out
 
 
 @dataclass
@@ -594,27 +836,48 @@ class _Outcome:
     """The terms of a check (grouped) and its numbers: a head and one item per column."""
 
     head: str
-    groups: list[list[Margin]]
+    groups: list[list[_Term]]
     items: list[str]
 
 
 def _columns(data: _Data, experiments: Sequence[str],
-             check: Check) -> tuple[list[tuple[str, str]], list[str]]:
-    """Columns (experiment, partition) a check reads, and a reason per unknown column."""
+             check: Check) -> tuple[list[tuple[str, str]], list[_Term], list[str]]:
+    """Columns (experiment, partition) a check reads; a gap term and reason per unknown one.
+
+    The columns are the design's partitions (so an absent column is missing, never
+    skipped); with ``distributions``, those whose runs have that many distributions:
+    a column without runs has no known number, so the check is missing.
+    """
     cols: list[tuple[str, str]] = []
-    unknown: list[str] = []
+    gaps: list[_Term] = []
+    reasons: list[str] = []
+
+    def gap(experiment: str, text: str) -> None:
+        gaps.append(_Term(experiment=experiment, gap="missing", reason=text))
+        reasons.append(text)
+
     for experiment in experiments:
-        if data.frame(experiment) is None:
-            unknown.append(f"no results for {experiment}")
+        if experiment not in data.design:
+            gap(experiment, f"{experiment} is not in the config")
             continue
-        parts = data.partitions(experiment)
+        if data.frame(experiment) is None:
+            gap(experiment, f"no results for {experiment}")
+            continue
+        parts = list(data.design[experiment].partitions)
         if check.distributions:
-            parts = [p for p in parts if data.distributions(experiment, p) in check.distributions]
-            if not parts:
+            unknown = [p for p in parts if data.distributions(experiment, p) == 0]
+            for p in unknown:
+                gap(experiment, f"{experiment}: {p} has no runs with distribution ids")
+            parts = [p for p in parts
+                     if data.distributions(experiment, p) in check.distributions]
+            if not parts and not unknown:
                 wanted = "/".join(str(d) for d in check.distributions)
-                unknown.append(f"{experiment}: no column with {wanted} distributions")
+                gaps.append(_Term(experiment=experiment, gap="undecidable",
+                                  reason=f"{experiment}: no column with {wanted} "
+                                  "distributions"))
+                reasons.append(gaps[-1].reason)
         cols += [(experiment, p) for p in parts]
-    return cols, unknown
+    return cols, gaps, reasons
 
 
 def _pct(value: float | None) -> str:
@@ -625,13 +888,24 @@ def _w(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
+def _mean(runs: Runs, seeds: Sequence[tuple[int, int]]) -> float | None:
+    got = [runs[s] for s in seeds if s in runs]
+    return float(sum(got) / len(got)) if got else None
+
+
 def _accuracy_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
-    cols, unknown = _columns(data, experiments, check)
+    cols, gaps, unknown = _columns(data, experiments, check)
     several = len(experiments) > 1
     sign, _ = OPS[check.op or ">"]
 
+    def runs(method: str, col: tuple[str, str]) -> Runs:
+        if method not in data.design[col[0]].methods:
+            return {}
+        return data.accuracy_runs(col[0], col[1], method, check.metric or "",
+                                  check.round_fraction)
+
     def acc(method: str, col: tuple[str, str]) -> float | None:
-        return data.accuracy(col[0], col[1], method, check.metric or "", check.round_fraction)
+        return _mean(runs(method, col), data.seeds(col[0]))
 
     def label(col: tuple[str, str]) -> str:
         return data.label(col[0], col[1], several)
@@ -641,27 +915,30 @@ def _accuracy_check(check: Check, data: _Data, experiments: Sequence[str]) -> _O
         seconds = (check.b,) if check.type == "compare" else check.baselines
         slack = -check.tolerance if OPS[check.op or ">"][1] else check.tolerance
 
-        def margin(x: float | None, y: float | None) -> Margin:
-            return None if x is None or y is None else sign * (x - y) + slack
+        def margin(m: np.ndarray) -> np.ndarray:
+            return sign * (m[..., 0] - m[..., 1]) + slack
     else:  # within
         firsts, seconds = check.methods, (check.reference,)
 
-        def margin(x: float | None, y: float | None) -> Margin:
-            return None if x is None or y is None else check.tolerance - abs(x - y)
+        def margin(m: np.ndarray) -> np.ndarray:
+            import numpy as np
+
+            return check.tolerance - np.abs(m[..., 0] - m[..., 1])
 
     groups = []
     for first in firsts:
         for second in seconds:
             assert first is not None and second is not None
-            groups.append([margin(acc(first, c), acc(second, c)) for c in cols]
-                          + [None] * len(unknown))
+            groups.append([_runs_term(c[0], [(f"{first} {label(c)}", runs(first, c)),
+                                             (f"{second} {label(c)}", runs(second, c))],
+                                      data.seeds(c[0]), margin) for c in cols] + gaps)
     items: list[str] = []
     if check.type == "above_all" and check.quantifier == "any":
         head = f"{'/'.join(firsts)} vs each of {', '.join(seconds)}, best column"
         for first in firsts:
             for second in seconds:
-                scored = [(margin(acc(first, c), acc(second, c)), c) for c in cols]
-                known = [(m, c) for m, c in scored if m is not None]
+                known = [(a - b, c) for c in cols
+                         if (a := acc(first, c)) is not None and (b := acc(second, c)) is not None]
                 if known:
                     m, c = max(known, key=lambda mc: mc[0])
                     items.append(f"{second} {label(c)} {m:+.1f}")
@@ -677,42 +954,64 @@ def _accuracy_check(check: Check, data: _Data, experiments: Sequence[str]) -> _O
         for col in cols:
             items.append(f"{label(col)} {'/'.join(_pct(acc(m, col)) for m in firsts)} "
                          f"vs {_pct(acc(seconds[0], col))}")
+    if check.quantifier == "mean":
+        for first in firsts:
+            for second in seconds:
+                known = [a - b for c in cols
+                         if (a := acc(first, c)) is not None and (b := acc(second, c)) is not None]
+                if known:
+                    items.append(f"{first} - {second} mean over {len(known)} columns "
+                                 f"{sum(known) / len(known):+.1f}")
     items += [f"no runs of {m}" for m in (*firsts, *seconds)
               if cols and all(acc(m, c) is None for c in cols)]
     return _Outcome(head=head, groups=groups, items=items + unknown)
 
 
 def _trend_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
-    terms: list[Margin] = []
+    terms: list[_Term] = []
     texts: list[str] = []
     method = check.method or ""
     for experiment in experiments:
-        if data.frame(experiment) is None:
-            terms.append(None)
-            texts.append(f"no results for {experiment}")
+        if experiment not in data.design or data.frame(experiment) is None:
+            text = (f"{experiment} is not in the config" if experiment not in data.design
+                    else f"no results for {experiment}")
+            terms.append(_Term(experiment=experiment, gap="missing", reason=text))
+            texts.append(text)
             continue
-        counts = {p: data.distributions(experiment, p) for p in data.partitions(experiment)}
-        counts = {p: n for p, n in counts.items() if n > 0}
+        parts = data.design[experiment].partitions
+        counts = {p: data.distributions(experiment, p) for p in parts}
+        name = data.experiment_labels.get(experiment, experiment)
+        if any(n == 0 for n in counts.values()):
+            text = f"{name}: a column without runs with distribution ids"
+            terms.append(_Term(experiment=experiment, gap="missing", reason=text))
+            texts.append(text)
+            continue
         if len(set(counts.values())) < 2:
-            terms.append(None)
-            texts.append(f"{experiment}: fewer than two numbers of distributions")
+            text = f"{name}: fewer than two numbers of distributions"
+            terms.append(_Term(experiment=experiment, gap="undecidable", reason=text))
+            texts.append(text)
             continue
         few = min(counts, key=lambda p: counts[p])
         many = max(counts, key=lambda p: counts[p])
-        lo = data.accuracy(experiment, few, method, check.metric or "", check.round_fraction)
-        hi = data.accuracy(experiment, many, method, check.metric or "", check.round_fraction)
-        name = data.experiment_labels.get(experiment, experiment)
-        if lo is None or hi is None:
-            terms.append(None)
-            texts.append(f"{name}: no runs of {method} in both columns")
-            continue
-        terms.append(lo - hi if check.direction == "decreasing" else hi - lo)
+        cells = [(f"{method} {data.label(experiment, p, False)}",
+                  data.accuracy_runs(experiment, p, method, check.metric or "",
+                                     check.round_fraction)
+                  if method in data.design[experiment].methods else {}) for p in (few, many)]
+        sign = 1.0 if check.direction == "decreasing" else -1.0
+        terms.append(_runs_term(experiment, cells, data.seeds(experiment),
+                                lambda m, s=sign: s * (m[..., 0] - m[..., 1])))
+        lo, hi = (_mean(c[1], data.seeds(experiment)) for c in cells)
         texts.append(f"{name}: {counts[few]} distributions {_pct(lo)} -> "
                      f"{counts[many]} distributions {_pct(hi)}")
     return _Outcome(head=f"{method} {check.metric}", groups=[terms], items=texts)
 
 
-def _same_mass(run: _WeightRun, include_self: bool) -> float | None:
+def _same_mass(run: _WeightRun) -> float | None:
+    """Mean over clients of the share of its peer weight (itself excluded) on its distribution.
+
+    A client with no weight on any peer (identity weights: no collaboration) has share
+    0: it puts nothing on a same-distribution peer. ``None`` without distribution ids.
+    """
     import numpy as np
 
     final = run.final
@@ -721,12 +1020,10 @@ def _same_mass(run: _WeightRun, include_self: bool) -> float | None:
         group = run.groups.get(int(client), -1)
         if group < 0:
             continue
-        same = np.array([run.groups.get(int(p), -1) == group and (include_self or p != client)
-                         for p in run.peers])
-        total = final[i].sum()
-        if total <= 0:
-            return None
-        shares.append(final[i][same].sum() / total)
+        others = np.array([p != client for p in run.peers])
+        same = np.array([run.groups.get(int(p), -1) == group for p in run.peers]) & others
+        total = final[i][others].sum()
+        shares.append(final[i][same].sum() / total if total > 0 else 0.0)
     return float(np.mean(shares)) if shares else None
 
 
@@ -775,134 +1072,204 @@ def _used(run: _WeightRun) -> tuple[float, int] | None:
 
 #: Why a weight statistic is undefined for a run.
 _UNDEFINED = {
-    "weight_mass": "no client with a distribution id, or a zero weight row",
+    "weight_mass": "no client with a distribution id",
     "group_contrast": "no two clients of one distribution, or none of two",
     "peak": "a zero weight row",
     "variation": "weights of a single round",
     "components_used": "no distribution ids",
 }
+#: A peak weight this close to 1 is one-hot.
+_ONE_HOT = 1e-9
 
 
 def _weight_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
     import numpy as np
 
-    cols, unknown = _columns(data, experiments, check)
+    cols, gaps, unknown = _columns(data, experiments, check)
     several = len(experiments) > 1
 
-    def column(method: str | None, col: tuple[str, str], stat: Any,
-               undefined: str) -> tuple[list[Any] | None, str]:
-        """Per-run values of ``stat`` in a column, or ``None`` and the reason."""
+    def column(method: str | None, col: tuple[str, str], stat: Any) -> tuple[Runs, str]:
+        """Per-run values of ``stat`` in a column by seed pair ({} and a reason: none)."""
+        if method not in data.design[col[0]].methods:
+            return {}, f"{method} is not in {col[0]}"
         got = data.weight_runs(col[0], method or "")
         if isinstance(got, str):
-            return None, got
+            return {}, got
         items = got.get(col[1])
         if not items:
-            return None, f"no weight rows of {method}"
-        values = [stat(r) for r in items]
-        if any(v is None for v in values):
-            return None, undefined
-        return values, ""
+            return {}, f"no weight rows of {method}"
+        return {s: stat(r) for s, r in items.items()}, ""
 
-    terms: list[Margin] = []
+    def term(col: tuple[str, str], cells: list[tuple[str, Runs]], margin: Any,
+             undefined: str, convert: Any = None) -> _Term:
+        seeds = data.seeds(col[0])
+        complete = all(s in runs for _, runs in cells for s in seeds)
+        if complete and any(runs[s] is None for _, runs in cells for s in seeds):
+            return _Term(experiment=col[0], gap="undecidable",
+                         reason=f"{data.label(col[0], col[1], several)}: {undefined}")
+        return _runs_term(col[0], cells, seeds, margin, convert)
+
+    def mean(runs: Runs, col: tuple[str, str], at: int | None = None) -> float | None:
+        got = [v if at is None else v[at] for s, v in runs.items()
+               if s in data.seeds(col[0]) and v is not None]
+        return float(np.mean(got)) if got else None
+
+    terms: list[_Term] = []
     texts: list[str] = []
     for col in cols:
         where = data.label(col[0], col[1], several)
         if check.type == "weight_compare":
             stat = _peak if check.statistic == "peak" else _variation
             undefined = _UNDEFINED[check.statistic or ""]
-            (va, ra), (vb, rb) = (column(m, col, stat, undefined) for m in (check.a, check.b))
-            xa = None if va is None else float(np.mean(va))
-            xb = None if vb is None else float(np.mean(vb))
+            (va, ra), (vb, rb) = (column(m, col, stat) for m in (check.a, check.b))
             sign = OPS[check.op or ">"][0]
-            terms.append(None if xa is None or xb is None else sign * (xa - xb))
+            t = term(col, [(f"{check.a} {where}", va), (f"{check.b} {where}", vb)],
+                     lambda m, s=sign: s * (m[..., 0] - m[..., 1]), undefined)
+            xa, xb = mean(va, col), mean(vb, col)
+            if not t.gap and check.statistic == "peak" and sign > 0:
+                # a peak is at most 1 (one-hot): b already there leaves a no room above
+                assert t.values is not None  # runs x (a, b)
+                if (t.values[:, 1] >= 1 - _ONE_HOT).all():
+                    t = _Term(experiment=col[0], gap="undecidable",
+                              reason=f"{where}: the peak weight of {check.b} is already 1 "
+                              f"(one-hot) in every run, so {check.a}'s cannot be higher")
+            terms.append(t)
             reasons = "; ".join(r for r in dict.fromkeys((ra, rb)) if r)
             texts.append(f"{where}: {_w(xa)} vs {_w(xb)}" + (f" ({reasons})" if reasons else ""))
             continue
-        stat = {"weight_mass": lambda r: _same_mass(r, check.include_self),
-                "group_contrast": _contrast, "components_used": _used}[check.type]
-        values, reason = column(check.method, col, stat, _UNDEFINED[check.type])
-        if values is None:
-            terms.append(None)
-            texts.append(f"{where}: n/a ({reason})")
-        elif check.type == "weight_mass":
-            value = float(np.mean(values))
-            terms.append(value - float(check.threshold or 0.0))
-            texts.append(f"{where}: {_w(value)}")
+        stat = {"weight_mass": _same_mass, "group_contrast": _contrast,
+                "components_used": _used}[check.type]
+        values, reason = column(check.method, col, stat)
+        name = f"{check.method} {where}"
+        undefined = _UNDEFINED[check.type]
+        if check.type == "weight_mass":
+            threshold = float(check.threshold or 0.0)
+            terms.append(term(col, [(name, values)], lambda m, t=threshold: m[..., 0] - t,
+                              undefined))
+            texts.append(f"{where}: {_w(mean(values, col))}" + (f" ({reason})" if reason else ""))
         elif check.type == "group_contrast":
-            within = float(np.mean([v[0] for v in values]))
-            across = float(np.mean([v[1] for v in values]))
-            terms.append(within - across)
-            texts.append(f"{where}: within {_w(within)} vs across {_w(across)}")
+            ratio = float(check.min_ratio or 1.0)
+            terms.append(term(col, [(name, values)],
+                              lambda m, r=ratio: m[..., 0] - r * m[..., 1], undefined,
+                              convert=lambda v: v))
+            within, across = mean(values, col, 0), mean(values, col, 1)
+            shown = ("n/a" if within is None or across is None
+                     else "inf" if across == 0 else f"{within / across:.3g}")
+            texts.append(f"{where}: within {_w(within)} vs across {_w(across)}, ratio {shown}"
+                         + (f" ({reason})" if reason else ""))
         else:  # components_used
-            used = float(np.mean([v[0] for v in values]))
-            dists = float(np.mean([v[1] for v in values]))
-            terms.append(dists - used)
-            texts.append(f"{where}: {used:.2f} components used for {dists:g} distributions")
+            terms.append(term(col, [(name, values)], lambda m: m[..., 1] - m[..., 0],
+                              undefined, convert=lambda v: v))
+            used, dists = mean(values, col, 0), mean(values, col, 1)
+            texts.append(f"{where}: {_w(used)} components used for {_w(dists)} distributions"
+                         + (f" ({reason})" if reason else ""))
     if check.type == "weight_mass":
-        head = f"{check.method} same-distribution share (threshold {check.threshold:g})"
+        head = (f"{check.method} share of peer weight on same-distribution peers "
+                f"(threshold {check.threshold:g})")
     elif check.type == "weight_compare":
         head = f"{check.statistic} weight {check.a} vs {check.b}"
+    elif check.type == "group_contrast":
+        head = f"{check.method} weight (min ratio {check.min_ratio:g})"
     else:
         head = f"{check.method} weight"
-    return _Outcome(head=head, groups=[terms + [None] * len(unknown)],
-                    items=[*texts, *unknown])
+    return _Outcome(head=head, groups=[terms + gaps], items=[*texts, *unknown])
 
 
-#: Margins closer to zero than this are ties (zero): float rounding of equal results,
-#: e.g. two methods with the same correct counts whose accuracies were summed in
-#: another order (1e-6 points is far below one test sample).
-TIES: Mapping[str, float] = {"pp": 1e-6, "weight": 1e-12, "components": 1e-9}
+def _communication_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
+    cols, gaps, unknown = _columns(data, experiments, check)
+    several = len(experiments) > 1
+    method, factor = check.method or "", float(check.factor or 1.0)
+
+    def runs(name: str, col: tuple[str, str]) -> Runs:
+        if name not in data.design[col[0]].methods:
+            return {}
+        return data.traffic_runs(col[0], col[1], name)
+
+    groups: list[list[_Term]] = []
+    texts: list[str] = []
+    for base in check.baselines:
+        terms: list[_Term] = []
+        for col in cols:
+            where = data.label(col[0], col[1], several)
+            mine, theirs = runs(method, col), runs(base, col)
+            seeds = data.seeds(col[0])
+            term = _runs_term(col[0], [(f"{method} {where}", mine), (f"{base} {where}", theirs)],
+                              seeds, lambda m, f=factor: m[..., 1] / m[..., 0] - f)
+            if not term.gap and (term.values[:, 0] <= 0).any():  # type: ignore[index]
+                term = _Term(experiment=col[0], gap="undecidable",
+                             reason=f"{where}: {method} communicated nothing in a run, so "
+                             "no ratio is defined")
+            terms.append(term)
+            a, b = _mean(mine, seeds), _mean(theirs, seeds)
+            ratio = f" = {b / a:.4g}x" if a and b is not None else ""
+            texts.append(f"{where}: {base} {_w(b)} / {method} {_w(a)}{ratio}")
+        groups.append(terms + gaps)
+    return _Outcome(head=f"scalars communicated (total per run, factor {factor:g})",
+                    groups=groups, items=[*texts, *unknown])
 
 
 def _evaluate(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
+    if check.type == "communication_ratio":
+        return _communication_check(check, data, experiments)
     if check.type in ("compare", "above_all", "within"):
-        outcome = _accuracy_check(check, data, experiments)
-    elif check.type == "trend":
-        outcome = _trend_check(check, data, experiments)
-    else:
-        outcome = _weight_check(check, data, experiments)
-    tie = TIES[check.unit]
-    outcome.groups = [[None if t is None else (0.0 if abs(t) < tie else t) for t in g]
-                      for g in outcome.groups]
-    return outcome
+        return _accuracy_check(check, data, experiments)
+    if check.type == "trend":
+        return _trend_check(check, data, experiments)
+    return _weight_check(check, data, experiments)
 
 
 def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: str, *,
+                    design: Mapping[str, Design],
                     labels: Mapping[str, str] | None = None,
                     experiment_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Evaluate ``claims`` at ``scale`` against an aggregate; one row per :func:`row_keys`.
 
     ``agg`` is a concatenation of aggregated run tables (several experiments), or
-    ``None`` when there are none (every claim is then missing). ``labels`` (partition
-    id -> display label) and ``experiment_labels`` name the columns in the numbers
-    text. Returns a frame with :data:`COLUMNS`; ``margin`` is NaN when missing.
-    Raises ``ValueError`` for an unknown scale or inconsistent results (as the tables
-    do: e.g. runs of different settings in one cell).
+    ``None`` when there are none (every claim is then missing). ``design`` (experiment
+    -> :class:`Design`, from the config: :func:`design_of`) says which columns, cells
+    and runs each check needs; an experiment not in it is missing. ``labels``
+    (partition id -> display label) and ``experiment_labels`` name the columns in the
+    numbers text. Returns a frame with :data:`COLUMNS`; ``margin``, ``ci_low`` and
+    ``ci_high`` are NaN when not decided from data. Raises ``ValueError`` for an
+    unknown scale or inconsistent results (as the tables do: e.g. runs of different
+    settings in one cell).
     """
     import pandas as pd
 
+    from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
+
     if scale not in SCALES:
         raise ValueError(f"claims: unknown scale {scale!r}; expected one of {list(SCALES)}")
-    data = _Data(agg, dict(labels or {}), dict(experiment_labels or {}))
+    data = _Data(agg, dict(design), dict(labels or {}), dict(experiment_labels or {}))
     rows = []
     for claim in claims:
+        check = claim.check
         for group in _row_groups(claim, scale):
             base = {"id": claim.id, "paper": claim.paper, "where": claim.where,
                     "claim": claim.claim, "experiment": " + ".join(group),
-                    "predicate": claim.check.describe(), "unit": claim.check.unit}
+                    "predicate": check.describe(), "unit": check.unit, "level": LEVEL}
             if not group:
-                rows.append({**base, "numbers": f"no experiment at the {scale} scale",
-                             "status": "missing", "margin": float("nan")})
+                rows.append({**base, **_verdict_cells(Verdict("missing")),
+                             "numbers": f"no experiment at the {scale} scale"})
                 continue
-            outcome = _evaluate(claim.check, data, group)
-            status, margin = combine(outcome.groups, claim.check.quantifier,
-                                     claim.check.strict)
+            outcome = _evaluate(check, data, group)
+            # the resamples of a row depend only on the claim and its experiments
+            rng = numpy_generator(0, SETUP_ROUND, NO_CLIENT,
+                                  f"claims bootstrap {claim.id} {base['experiment']}")
+            verdict = decide(outcome.groups, check.quantifier, check.strict,
+                             TIES[check.unit], rng)
             numbers = f"{outcome.head}: " + "; ".join(dict.fromkeys(outcome.items))
-            if claim.planned and status == "missing":
+            if verdict.verdict != "holds" and verdict.verdict != "fails" and verdict.reason:
+                numbers += f" [{verdict.verdict}: {verdict.reason}]"
+            if claim.planned and verdict.verdict == "missing":
                 numbers = f"planned experiment; {numbers}"
-            rows.append({**base, "numbers": numbers, "status": status,
-                         "margin": float("nan") if margin is None else margin})
+            rows.append({**base, **_verdict_cells(verdict), "numbers": numbers})
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _verdict_cells(v: Verdict) -> dict[str, Any]:
+    return {"verdict": v.verdict, "margin": v.margin, "n": v.n, "ci_low": v.ci_low,
+            "ci_high": v.ci_high}
 
 
 # --------------------------------------------------------------------------- writing
@@ -918,6 +1285,14 @@ def _margin_text(margin: float, unit: str) -> str:
     return f"{margin:+.2f} {unit}"
 
 
+def _ci_text(low: float, high: float, unit: str) -> str:
+    if low != low or high != high:  # NaN
+        return "—"
+    if unit == "weight":
+        return f"[{low:+.3g}, {high:+.3g}]"
+    return f"[{low:+.2f}, {high:+.2f}]"
+
+
 def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
                  csv_path: str | os.PathLike[str], *, scale: str) -> None:
     """Write an :func:`evaluate_claims` frame as Markdown and CSV, atomically."""
@@ -926,24 +1301,31 @@ def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"write_claims: the frame lacks column(s) {missing}")
-    counts = {s: int((frame["status"] == s).sum()) for s in STATUSES}
+    counts = {s: int((frame["verdict"] == s).sum()) for s in VERDICTS}
     lines = [f"# The papers' claims against our results ({scale} scale)", "",
              ", ".join(f"{n} {s}" for s, n in counts.items()) + f" of {len(frame)} rows.", "",
              "| id | paper | where | claim (our words) | experiment | predicate "
-             "| our numbers | status | margin |",
-             "|:--|:--|:--|:--|:--|:--|:--|:--|--:|"]
+             f"| our numbers | verdict | margin | n | {LEVEL:.0%} interval |",
+             "|:--|:--|:--|:--|:--|:--|:--|:--|--:|--:|--:|"]
     for row in frame.itertuples(index=False):
-        status = f"**{row.status}**" if row.status == "fails" else row.status
+        verdict = f"**{row.verdict}**" if row.verdict == "fails" else row.verdict
         cells = [row.id, row.paper, row.where, row.claim, row.experiment or "—",
                  row.predicate, row.numbers]
         lines.append("| " + " | ".join(_md(c) for c in cells)
-                     + f" | {status} | {_margin_text(float(row.margin), row.unit)} |")
-    lines += ["", "Status: holds / fails as the predicate says; missing when data it needs "
-              "are absent and the data present do not decide it (a column that fails an "
-              "'every column' claim makes it fail; absent data never make a claim hold). "
-              "Margin: signed, positive = holds by that much (worst column; best column for "
-              "'some column'); pp = percentage points of accuracy (the tables' numbers: "
-              "mean over runs); weight = learned client weights at the final round, or "
-              "their change summed over rounds (variation), mean over runs.", ""]
+                     + f" | {verdict} | {_margin_text(float(row.margin), row.unit)} "
+                     f"| {int(row.n)} "
+                     f"| {_ci_text(float(row.ci_low), float(row.ci_high), row.unit)} |")
+    lines += ["", "Verdict: holds / fails only when the whole interval of the margin is on "
+              "one side of the threshold (n >= 2 runs per cell); inconclusive otherwise "
+              "(and always with n = 1); missing when a column, cell or experiment the "
+              "check needs has no runs; incomplete when a cell has fewer runs than the "
+              "config designs; undecidable when the data are complete but the check is "
+              "not defined on them (the reason is given). Margin: signed, positive = "
+              "holds by that much (worst column; best column for 'some column'); pp = "
+              "percentage points of accuracy (the tables' numbers: mean over runs); "
+              "weight = learned client weights at the final round, or their change summed "
+              "over rounds (variation), mean over runs. n: runs (seed pairs) per cell. "
+              f"Interval: {LEVEL:.0%} paired percentile bootstrap of the margin over the "
+              f"(split, training) seed pairs, {RESAMPLES} resamples with a fixed seed.", ""]
     write_text(md_path, "\n".join(lines))
     write_text(csv_path, frame[list(COLUMNS)].to_csv(index=False, lineterminator="\n"))

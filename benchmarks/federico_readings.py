@@ -1,0 +1,225 @@
+"""FedeRiCo's readings of its text, measured at CPU scale against the paper's statements.
+
+The text leaves three choices open (``estep_loss``, ``mstep``, ``table_start``; see
+``src/pflrepro/algorithms/federico.py``). This script runs readings (a full factorial
+by default, or ``--readings`` as ``estep/mstep/start``) on the partitions of
+``config.yaml``'s federico_*_cpu experiments (Table 1 Fashion-MNIST and digits, Figs.
+5, 6b, 6c) through ``pflrepro.single.single_run``, the ``pflrepro run`` path, and
+reports per reading:
+
+* mean client test accuracy, final and best over rounds (Table 1 runs, averaged);
+* peer mass on the own group: for a client with group-mates, Σ_{j≠i, g_j=g_i} w_ij /
+  Σ_{j≠i} w_ij at the last round (mean over such clients and runs), and the weight
+  Σ_{j≠i, g_j=g_i} w_ij it puts on them (its mixture with group-mates);
+* a lone client's (no group-mate) own weight w_ii at the last round;
+* the mean entropy (nats; ln 8 = 2.08 is uniform over 8) of the weight rows at rounds
+  0, 1, 5 and the last;
+* the five statements: (S1, Sec. 3.3) no client's weights one-hot (max ≥ 0.99) at
+  round 1; (S2, Fig. 3) group-mates share their weights (peer mass on the own group
+  ≥ 0.5 and own-group peer weight ≥ 0.1) and lone clients keep w_ii ≥ 0.9; (S3, Fig.
+  5b) EMA weights more distributed than accumulative ones with ε = 1 (final entropy
+  higher by more than 0.05 nats);
+  (S4, Fig. 7) β = 0.1 changes the weights less per round than β = 0.9 (mean total
+  variation of a row between rounds); (S5, Fig. 6b) M = 0 within 1 point of Local.
+  The thresholds are ours; the numbers are printed beside each yes/no.
+
+Runs are cached under ``--work`` (parquet per run), so a rerun only reports. M = 0
+never uses another model, so its runs depend on ``mstep`` alone and are shared by the
+readings with the same M-step. ``--threads 1`` per run; one run at a time.
+
+    python benchmarks/federico_readings.py --work /tmp/h1 \\
+        --readings mean/epoch/all_to_all sum/step/all_to_all
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pflrepro.single import SingleRun, single_run
+
+TRAINING = {"rounds": 30, "batch_size": 32, "eval_every": 1, "model": "mlp",
+            "model_options": {"hidden": [128]}, "device": "cpu"}
+FASHION = {"dataset": "fashion_mnist", "max_samples": 2400}
+DIGITS = {"dataset": "digits"}
+#: (name, data, groups, [(split seed, train seed)]): config.yaml's federico_*_cpu grids
+TABLE1 = [("fashion2", FASHION, 2, [(0, 0), (1, 0)]), ("fashion4", FASHION, 4, [(0, 0), (1, 0)]),
+          ("digits2", DIGITS, 2, [(0, 0), (1, 1)]), ("digits4", DIGITS, 4, [(0, 0), (1, 1)])]
+MIRRORS = ("/usr/share/datasets/fashion-mnist",)
+
+
+def reading_params(reading: str) -> dict[str, str]:
+    estep, mstep, start = reading.split("/")
+    return {"estep_loss": estep, "mstep": mstep, "table_start": start}
+
+
+def run(work: Path, method: str, params: dict, data: dict, groups: int, split: int,
+        seed: int, tag: str) -> pd.DataFrame:
+    """One run through ``single_run`` (cached by ``tag``); its run table."""
+    out = work / "runs" / f"{tag}-split{split}-seed{seed}.parquet"
+    if not out.exists():
+        opts = {"clients": 8, "groups": groups}
+        if "max_samples" in data:
+            opts["max_samples"] = data["max_samples"]
+        t0 = time.perf_counter()
+        single_run(SingleRun(method=method, dataset=data["dataset"], scheme="label_groups",
+                             partition_options=opts, params=params, training=TRAINING,
+                             split_seed=split, train_seed=seed),
+                   out=out, work=work / "cli", data_root=work / "data",
+                   raw_root=work / "raw", mirrors=MIRRORS, threads=1)
+        print(f"  ran {out.name} in {time.perf_counter() - t0:.1f}s", flush=True)
+    return pd.read_parquet(out)
+
+
+def accuracy(df: pd.DataFrame) -> tuple[float, float]:
+    """Final and best (over rounds) mean client test accuracy, %."""
+    acc = df[df.metric == "test_accuracy"].groupby("round").value.mean()
+    return 100 * float(acc.iloc[-1]), 100 * float(acc.max())
+
+
+def weights(df: pd.DataFrame) -> dict[int, np.ndarray]:
+    """round -> K x K weight matrix."""
+    w = df[df.metric == "weight"]
+    k = int(w.client.max()) + 1
+    return {int(r): g.sort_values(["client", "peer"]).value.to_numpy().reshape(k, k)
+            for r, g in w.groupby("round")}
+
+
+def groups_of(df: pd.DataFrame) -> np.ndarray:
+    g = df[(df.metric == "group") & (df["round"] == 0)].sort_values("client")
+    return g.value.to_numpy().astype(int)
+
+
+def entropy(w: np.ndarray) -> float:
+    return float(np.mean(-(w * np.log(np.where(w > 0, w, 1.0))).sum(axis=1)))
+
+
+def group_stats(w: np.ndarray, g: np.ndarray) -> tuple[list[float], list[float], list[float]]:
+    """Per client with group-mates: share of peer mass on them, weight on them; lone: w_ii."""
+    share, mates, lone = [], [], []
+    for i in range(len(g)):
+        same = [j for j in range(len(g)) if j != i and g[j] == g[i]]
+        if not same:
+            lone.append(float(w[i, i]))
+            continue
+        peer = float(w[i].sum() - w[i, i])
+        mates.append(float(w[i, same].sum()))
+        if peer > 0:
+            share.append(mates[-1] / peer)
+    return share, mates, lone
+
+
+def tv_per_round(ws: dict[int, np.ndarray], client: int | None = None) -> float:
+    """Mean over rounds of the total variation ½ Σ_j |w_ij^t − w_ij^(t-1)| (row mean)."""
+    rounds = sorted(ws)
+    tvs = []
+    for a, b in itertools.pairwise(rounds):
+        d = 0.5 * np.abs(ws[b] - ws[a]).sum(axis=1)
+        tvs.append(float(d[client]) if client is not None else float(d.mean()))
+    return float(np.mean(tvs))
+
+
+def measure(work: Path, reading: str) -> dict:
+    p = reading_params(reading)
+    tag = reading.replace("/", "_")
+    res: dict = {"reading": reading}
+    finals, bests, shares, mates, lone, onehot1 = [], [], [], [], [], []
+    ent = {r: [] for r in ("0", "1", "5", "last")}
+    by_exp: dict[str, tuple[float, float]] = {}
+    for name, data, groups, pairs in TABLE1:
+        f_e, b_e = [], []
+        for split, seed in pairs:
+            df = run(work, "federico", p, data, groups, split, seed, f"{tag}-{name}")
+            f, b = accuracy(df)
+            f_e.append(f)
+            b_e.append(b)
+            ws, g = weights(df), groups_of(df)
+            last = max(ws)
+            s, m, lo = group_stats(ws[last], g)
+            shares += s
+            mates += m
+            lone += lo
+            onehot1 += list(ws[1].max(axis=1) >= 0.99)
+            for r, key in ((0, "0"), (1, "1"), (5, "5"), (last, "last")):
+                ent[key].append(entropy(ws[r]))
+        by_exp[name] = (float(np.mean(f_e)), float(np.mean(b_e)))
+        finals += f_e
+        bests += b_e
+    res.update(final=np.mean(finals), best=np.mean(bests), by_exp=by_exp,
+               share=np.mean(shares) if shares else float("nan"),
+               mates=np.mean(mates), lone=np.mean(lone) if lone else float("nan"),
+               n_lone=len(lone), onehot1=float(np.mean(onehot1)),
+               **{f"H{k}": float(np.mean(v)) for k, v in ent.items()})
+    # Fig. 5: accumulative with uniform sampling vs the EMA run (fashion4, split 0)
+    ema = run(work, "federico", p, FASHION, 4, 0, 0, f"{tag}-fashion4")
+    acc_df = run(work, "federico", {**p, "loss_tracking": "accumulative", "epsilon": 1.0},
+                 FASHION, 4, 0, 0, f"{tag}-fig5acc")
+    res["H_ema"], res["H_acc"] = (entropy(weights(d)[max(weights(d))]) for d in (ema, acc_df))
+    # Fig. 7: beta 0.1 vs 0.9 on digits4 split 0 (client 0 and all clients)
+    tv = {}
+    for beta in (0.1, 0.9):
+        d = run(work, "federico", {**p, "beta": beta}, DIGITS, 4, 0, 0, f"{tag}-beta{beta}")
+        ws = weights(d)
+        tv[beta] = (tv_per_round(ws, 0), tv_per_round(ws))
+    res["tv"] = tv
+    # Fig. 6b: M = 0 vs Local (fashion4, split 0, train seeds 0 and 1)
+    m0 = [accuracy(run(work, "federico", {"mstep": p["mstep"], "neighbors": 0}, FASHION, 4,
+                       0, s, f"m0_{p['mstep']}"))[0] for s in (0, 1)]
+    loc = [accuracy(run(work, "local", {}, FASHION, 4, 0, s, "local"))[0] for s in (0, 1)]
+    res["m0"], res["local6b"] = float(np.mean(m0)), float(np.mean(loc))
+    res["S1"] = res["onehot1"] == 0.0
+    res["S2"] = bool(res["share"] >= 0.5 and res["mates"] >= 0.1
+                     and (not lone or res["lone"] >= 0.9))
+    res["S3"] = res["H_ema"] > res["H_acc"] + 0.05
+    res["S4"] = tv[0.1][0] < tv[0.9][0] and tv[0.1][1] < tv[0.9][1]
+    res["S5"] = abs(res["m0"] - res["local6b"]) <= 1.0
+    return res
+
+
+def baselines(work: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for method in ("local", "fedavg"):
+        out[method] = {}
+        for name, data, groups, pairs in TABLE1:
+            acc = [accuracy(run(work, method, {}, data, groups, s, t, f"{method}-{name}"))
+                   for s, t in pairs]
+            out[method][name] = (float(np.mean([a[0] for a in acc])),
+                                 float(np.mean([a[1] for a in acc])))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/federico_readings"))
+    ap.add_argument("--readings", nargs="*", help="estep/mstep/start (default: all 12)")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    readings = args.readings or ["/".join(r) for r in itertools.product(
+        ("sum", "mean"), ("full", "step", "epoch"), ("all_to_all", "uniform"))]
+    base = baselines(args.work)
+    names = [t[0] for t in TABLE1]
+    print("\nbaselines (final/best mean client acc %):")
+    for method, by in base.items():
+        print(f"  {method:7s} " + "  ".join(f"{n} {by[n][0]:.1f}/{by[n][1]:.1f}" for n in names))
+    print("\nreading                  | acc final/best | " + " | ".join(names)
+          + " | peer-same | mates | lone w_ii | H r0/r1/r5/last | onehot r1 | "
+          "H ema/acc | TV c0 b.1/b.9 | M0/Local | S1-S5")
+    for reading in readings:
+        r = measure(args.work, reading)
+        per = " | ".join(f"{r['by_exp'][n][0]:.1f}" for n in names)
+        print(f"{reading:24s} | {r['final']:.1f}/{r['best']:.1f} | {per} | "
+              f"{r['share']:.2f} | {r['mates']:.2f} | {r['lone']:.2f} (n={r['n_lone']}) | "
+              f"{r['H0']:.2f}/{r['H1']:.2f}/{r['H5']:.2f}/{r['Hlast']:.2f} | "
+              f"{r['onehot1']:.2f} | {r['H_ema']:.2f}/{r['H_acc']:.2f} | "
+              f"{r['tv'][0.1][0]:.3f}/{r['tv'][0.9][0]:.3f} | {r['m0']:.1f}/{r['local6b']:.1f}"
+              f" | " + "".join("y" if r[f"S{i}"] else "n" for i in range(1, 6)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
