@@ -19,33 +19,17 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/cost.smk"
 
 
-# Everything but training runs where Snakemake runs (login node under profiles/slurm);
-# prepare_data too, since compute nodes often have no network.
-localrules:
-    all,
-    prepare_data,
-    partition,
-    partition_stats,
-    plot_partition,
-    public_set,
-    aggregate_method,
-    aggregate_experiment,
-    table,
-    table_combined,
-    plot_accuracy,
-    plot_weights,
-    plot_client_accuracy,
-    plot_client_weights,
-    plot_distances,
-
-
 # With --keep-going, the tables of experiments that lost some runs: results/partial/.
 onerror:
     for report in W.write_partial_reports(CFG):
         print(f"partial table (the runs that finished; failed ones listed): {report}")
 
 
+# Every rule but `train` runs where Snakemake runs (the login node under profiles/slurm;
+# prepare_data too, since compute nodes often have no network): each declares
+# `localrule: True` itself (tests/unit/test_local_rules.py).
 rule all:
+    localrule: True
     input:
         all_targets(),
     default_target: True

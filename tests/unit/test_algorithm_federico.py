@@ -277,11 +277,11 @@ def test_mstep_without_neighbours_one_step_by_hand():
         assert losses[k] == pytest.approx(loss, rel=1e-5)
 
 
-def test_paper_mstep_is_one_step_on_eq4_by_hand():
-    # mstep 'step': one step per round, whatever the local epochs, along
-    # Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; batch of D_i)  (eq. 4 with its 1/n)
+def _check_one_step_mstep(mstep, batch_of):
+    """Round 2 of a one-step M-step, by hand: φ_k moves by
+    -lr Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; batch_of(e, i, k)) (eq. 4 with its 1/n)."""
     lr = 0.3
-    e, alg = _alg({"neighbors": 2, "epsilon": 0.3, "mstep": "step"}, lr=lr, local_epochs=3)
+    e, alg = _alg({"neighbors": 2, "epsilon": 0.3, "mstep": mstep}, lr=lr, local_epochs=3)
     state, _ = alg.round(alg.init(), 1)
     params1 = clone(state["params"])
     nbrs = alg.neighbours(state["weights"], 2)
@@ -290,15 +290,23 @@ def test_paper_mstep_is_one_step_on_eq4_by_hand():
     w = state["weights"].to(torch.float32)
     n = SIZES4["n_train"]
     for k in range(4):
-        users = [i for i in range(4) if k in used[i]]
         p = clone(take(params1, k))
         g = {name: torch.zeros_like(v) for name, v in p.items()}
-        for i in users:
-            (idx,) = e.minibatches(i, 2, "local" if i == k else f"federico_mstep_{k}", 1)
+        for i in [i for i in range(4) if k in used[i]]:
+            idx = batch_of(e, i, k)
             _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
             g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
-        expected = {name: p[name] - lr * g[name] for name in p}
-        assert_params_close(take(state["params"], k), expected)
+        assert_params_close(take(state["params"], k), {m: p[m] - lr * g[m] for m in p})
+
+
+def test_paper_mstep_is_one_step_on_eq4_by_hand():
+    # mstep 'step': one step per round, whatever the local epochs, each user's term
+    # from one mini-batch (the owner's from Local's stream)
+    def batch(e, i, k):
+        (idx,) = e.minibatches(i, 2, "local" if i == k else f"federico_mstep_{k}", 1)
+        return idx
+
+    _check_one_step_mstep("step", batch)
 
 
 def _manual_mstep(e, params0, w, used, rnd, lr):
@@ -440,25 +448,9 @@ def test_mstep_step_counts(monkeypatch, mstep, steps):
 
 
 def test_full_mstep_is_one_step_on_eq6_by_hand():
-    # 'full': φ_k <- φ_k - lr Σ_{i uses k} w_ik (n_i / n) ∇ mean ℓ(φ_k; all of D_i)
-    #        = φ_k - lr (1/n) Σ_i w_ik Σ_{s∈D_i} ∇ℓ  (eq. 6 with eq. 4's 1/n)
-    lr = 0.3
-    e, alg = _alg({"neighbors": 2, "epsilon": 0.3, "mstep": "full"}, lr=lr, local_epochs=3)
-    state, _ = alg.round(alg.init(), 1)
-    params1 = clone(state["params"])
-    nbrs = alg.neighbours(state["weights"], 2)
-    used = [sorted([i, *nbrs[i]]) for i in range(4)]
-    state, _ = alg.round(state, 2)
-    w = state["weights"].to(torch.float32)
-    n = SIZES4["n_train"]
-    for k in range(4):
-        p = clone(take(params1, k))
-        g = {name: torch.zeros_like(v) for name, v in p.items()}
-        for i in [i for i in range(4) if k in used[i]]:
-            idx = e.data.train[i]
-            _, gi = manual_loss_and_grad(p, e.data.x[idx], e.data.y[idx])
-            g = {name: g[name] + float(w[i, k]) * n[i] / sum(n) * gi[name] for name in g}
-        assert_params_close(take(state["params"], k), {m: p[m] - lr * g[m] for m in p})
+    # 'full': φ_k <- φ_k - lr (1/n) Σ_i w_ik Σ_{s∈D_i} ∇ℓ  (eq. 6 with eq. 4's 1/n):
+    # each user's term from all of its training data
+    _check_one_step_mstep("full", lambda e, i, k: e.data.train[i])
 
 
 def test_posterior_fills_unknown_entries_with_the_row_mean():

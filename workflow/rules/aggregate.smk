@@ -2,6 +2,7 @@
 
 
 rule aggregate_method:
+    localrule: True
     input:
         experiment_runs,
     output:
@@ -15,6 +16,7 @@ rule aggregate_method:
 
 
 rule aggregate_experiment:
+    localrule: True
     input:
         experiment_method_aggregates,
     output:

@@ -2,6 +2,7 @@
 
 
 rule prepare_data:
+    localrule: True
     output:
         meta=W.DATA_META,
         x=W.DATA_X,
@@ -18,6 +19,7 @@ rule prepare_data:
 
 
 rule partition:
+    localrule: True
     input:
         meta=W.DATA_META,
     output:
@@ -35,6 +37,7 @@ rule partition:
 
 
 rule partition_stats:
+    localrule: True
     input:
         meta=W.DATA_META,
         partition=W.PARTITION,
@@ -51,6 +54,7 @@ rule partition_stats:
 
 
 rule plot_partition:
+    localrule: True
     input:
         meta=W.DATA_META,
         partition=W.PARTITION,
@@ -72,6 +76,7 @@ rule plot_partition:
 
 
 rule public_set:
+    localrule: True
     input:
         meta=W.pattern(W.DATA_META, dataset="{source}"),
         partition=W.PARTITION,

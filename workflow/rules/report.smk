@@ -6,6 +6,7 @@
 
 
 rule table:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -26,6 +27,7 @@ rule table:
 
 
 rule communication_table:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -46,6 +48,7 @@ rule communication_table:
 # An empty caption (none in the config) is `--caption=`: Snakemake's {x:q} writes nothing at
 # all for an empty string, which would leave `--caption` without its value.
 rule table_combined:
+    localrule: True
     input:
         table_aggregates,
     output:
@@ -93,6 +96,7 @@ rule claims:
 
 
 rule plot_accuracy:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -111,6 +115,7 @@ rule plot_accuracy:
 
 
 rule plot_weights:
+    localrule: True
     input:
         W.METHOD_AGGREGATE,
     output:
@@ -146,6 +151,7 @@ rule plot_clusters:
 
 
 rule plot_distances:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -165,6 +171,7 @@ rule plot_distances:
 
 
 rule plot_communication:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -184,6 +191,7 @@ rule plot_communication:
 
 
 rule plot_architectures:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -202,6 +210,7 @@ rule plot_architectures:
 
 
 rule plot_client_accuracy:
+    localrule: True
     input:
         W.AGGREGATE,
     output:
@@ -221,6 +230,7 @@ rule plot_client_accuracy:
 
 
 rule plot_client_weights:
+    localrule: True
     input:
         weighted_aggregates,
     output:
