@@ -289,7 +289,7 @@ def test_scores_agreement_and_kl_by_hand():
 def test_defaults_follow_the_reference_and_are_deterministic():
     hp = parse_hyper(FedDF, {})
     assert (hp.server_steps, hp.server_lr, hp.lr_schedule, hp.clip_norm, hp.eval_every,
-            hp.patience, hp.early_stopping) == (10000, 1e-3, "cosine", 5.0, 100, 1000, "kl")
+            hp.patience, hp.early_stopping) == (10000, 1e-3, "cosine", 5.0, 100, 1000, "agreement")
     with pytest.raises(ValueError, match="val_fraction"):
         parse_hyper(FedDF, {"val_fraction": 0.0})
     parse_hyper(FedDF, {"val_fraction": 0.0, "early_stopping": "none"})

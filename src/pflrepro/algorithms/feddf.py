@@ -36,13 +36,15 @@ Choices where the paper or the reference is silent, or where this project deviat
   (the server holds only the unlabeled public set), so a fraction ``val_fraction``
   (0.2, not from the reference) of the public rows is held out of distillation, drawn
   once per run from (seed, setup round, no client, 'distill-val'), and the score is
-  ``early_stopping``: 'kl' (default: minus the mean KL(teacher ‖ student) on the
-  held-out rows, i.e. the distillation loss as a label-free validation loss),
-  'agreement' (top-1 agreement with the ensemble's argmax on the held-out rows, the
-  look-alike of the reference's top-1 accuracy; not the default: on the few held-out
-  rows it is coarse and capped (CPU scale, C = 0.1: 100 rows, the cap 1.0 reached in
-  11 of 30 rounds, after which no strict improvement is possible) while the KL is
-  continuous and is the quantity distilled) or 'none'
+  ``early_stopping``: 'agreement' (default: top-1 agreement of the student with the
+  ensemble's argmax on the held-out rows, the label-free look-alike of the reference's
+  top-1 accuracy, with its granularity: a score in steps of 1/rows, capped at 1, so a
+  student that agrees on every held-out row stops after ``patience`` steps as the
+  reference's does at full validation accuracy), 'kl' (minus the mean
+  KL(teacher ‖ student) on the held-out rows: a continuous score that keeps improving by
+  tiny amounts, so distillation mostly runs far longer than the reference's; measured
+  at CPU scale, PerFed-CKT Table 1, C = 0.1, 30 rounds: 108,900 server steps against
+  43,300 with 'agreement' and 30,000 for the former fixed 1,000 per round) or 'none'
   (no hold-out, all ``server_steps`` steps, the last iterate returned: the former
   behaviour of this module);
 * if ``server_steps`` < ``eval_every`` no score is ever taken and the last iterate is
@@ -97,11 +99,12 @@ class FedDFHyper:
                              choices=("cosine", "constant"))
     clip_norm: float = hyper(5.0, "Clip the distillation gradient's global L2 norm at this "
                                   "value (the reference: 5; 0: no clipping).", minimum=0.0)
-    early_stopping: str = hyper("kl", "Score of the early stopping on the held-out public "
+    early_stopping: str = hyper("agreement", "Score of the early stopping on the held-out public "
                                 "rows (the reference: top-1 accuracy on a labeled "
-                                "validation set we do not have): 'kl' (minus the mean "
-                                "KL(teacher || student)), 'agreement' (top-1 agreement "
-                                "with the ensemble), 'none' (no hold-out, all "
+                                "validation set we do not have): 'agreement' (top-1 "
+                                "agreement with the ensemble, the look-alike of top-1 "
+                                "accuracy), 'kl' (minus the mean KL(teacher || student)), "
+                                "'none' (no hold-out, all "
                                 "server_steps, last iterate).",
                                 choices=("kl", "agreement", "none"))
     eval_every: int = hyper(100, "Steps between two early-stopping scores (the reference: 100).",
