@@ -72,6 +72,23 @@ def read_checkpoint_file(path: Path, device: torch.device | str = "cpu") -> Any:
     not match or ``torch.load(weights_only=True)`` refuses or cannot read the
     payload; an ``OSError`` (the file cannot be opened) passes through.
     """
+    payload = verified_payload(path)
+    import torch
+
+    try:  # BytesIO shares the bytes object's buffer: no second copy
+        return torch.load(io.BytesIO(payload), map_location=device, weights_only=True)
+    except Exception as exc:  # unpickling refused, bad archive: not a usable checkpoint
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise CorruptCheckpoint(f"torch.load(weights_only=True) cannot read it "
+                                f"({type(exc).__name__}: {first_line})") from exc
+
+
+def verified_payload(path: Path) -> bytes:
+    """The bytes of a checkpoint file before its trailer, checked against the trailer.
+
+    :class:`CorruptCheckpoint` when the trailer is missing or its digest does not
+    match (``pflrepro verify`` checks checkpoints with this, without torch).
+    """
     with path.open("rb") as fh:  # read once: what is verified is what is loaded
         size = fh.seek(0, io.SEEK_END)
         fh.seek(max(size - TRAILER, 0))
@@ -85,14 +102,7 @@ def read_checkpoint_file(path: Path, device: torch.device | str = "cpu") -> Any:
     if actual != expected:
         raise CorruptCheckpoint(f"its sha256 is {actual.hex()}, not the {expected.hex()} "
                                 "recorded in its trailer")
-    import torch
-
-    try:  # BytesIO shares the bytes object's buffer: no second copy
-        return torch.load(io.BytesIO(payload), map_location=device, weights_only=True)
-    except Exception as exc:  # unpickling refused, bad archive: not a usable checkpoint
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise CorruptCheckpoint(f"torch.load(weights_only=True) cannot read it "
-                                f"({type(exc).__name__}: {first_line})") from exc
+    return payload
 
 
 @dataclass(frozen=True)

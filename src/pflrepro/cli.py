@@ -117,8 +117,57 @@ def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
+def _positive_int(text: str) -> int:
+    """The ``--threads`` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_minutes(text: str) -> float:
+    """The ``--stale-after`` type: a finite number of minutes > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes > 0, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number of minutes > 0, got "
+                                         f"{text}")
+    return value
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The first of ``path`` and its parents that exists and is not a directory."""
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            return None if p.is_dir() else p
+    return None
+
+
+def _check_run_paths(out: str | None, work: str) -> None:
+    """Refuse ``run``'s --out and --work before any data is prepared or trained on."""
+    blocker = _blocking_file(Path(work))
+    if blocker is not None:
+        raise ValueError(f"--work {work}: {blocker} is a file, not a directory (partitions "
+                         f"and runs are written under --work)")
+    if out is None:
+        return
+    if Path(out).is_dir():
+        raise ValueError(f"--out {out}: is a directory; give the run table's file name, "
+                         f"e.g. {Path(out) / 'run.parquet'}")
+    blocker = _blocking_file(Path(out).parent)
+    if blocker is not None:
+        raise ValueError(f"--out {out}: {blocker} is a file, not a directory")
+
+
 def _run(args: argparse.Namespace) -> None:
     from pflrepro.single import SingleRun, single_run
+
+    _check_run_paths(args.out, args.work)
 
     options = _key_values(args.partition_option, "--partition-option")
     if args.clients is not None:
@@ -148,6 +197,11 @@ def _list(args: argparse.Namespace) -> None:
 def _status(args: argparse.Namespace) -> None:
     from pflrepro.progress import format_status, iter_expected, job_status
 
+    results = Path(args.results)
+    if not results.is_dir():
+        what = "is not a directory" if results.exists() else "does not exist"
+        raise ValueError(f"--results {args.results}: {what} (the workflow's results "
+                         f"directory, holding runs/)")
     expected: list[tuple[str, str, str, str]] = []
     if args.config:
         from pflrepro.config import check_config_paths
@@ -181,6 +235,22 @@ def _aggregate(args: argparse.Namespace) -> None:
 
     rows = aggregate(args.inputs, args.out)
     log.info("aggregated %d runs, %d rows -> %s", len(args.inputs), rows, args.out)
+
+
+def _verify(args: argparse.Namespace) -> None:
+    from pflrepro.verify import verify
+
+    checked, findings = verify(args.results, adopt=args.adopt)
+    for finding in findings:
+        print(finding)
+    bad = [f for f in findings if f.status in ("damaged", "undigested")]
+    adopted = len(findings) - len(bad)
+    print(f"{checked} stored file(s) under {args.results} checked: {len(bad)} damaged or "
+          f"undigested" + (f", {adopted} adopted" if args.adopt else ""))
+    if bad:
+        raise ValueError(f"{len(bad)} stored file(s) damaged or without a digest record "
+                         "(listed above); damaged ones are marked or set aside: rerun "
+                         "snakemake to rebuild them")
 
 
 def _read_aggregates(paths: Sequence[str]) -> Any:
@@ -342,11 +412,38 @@ def _check_config(args: argparse.Namespace) -> None:
           "scale)")
 
 
+def _check_source(src: str) -> None:
+    """Refuse to run unless the ``pflrepro`` imported is ``src``/pflrepro (``--require-source``).
+
+    The workflow's jobs pass their own ``src`` (workflow/rules/preflight.smk): another
+    clone's package first on the path would otherwise run its code under this
+    workflow's name. ``PFLREPRO_ANY_SOURCE=1`` skips the check, as it skips the
+    workflow's own.
+    """
+    import os
+
+    import pflrepro
+
+    if os.environ.get("PFLREPRO_ANY_SOURCE") == "1":
+        return
+    own = Path(src).resolve() / "pflrepro"
+    imported = Path(pflrepro.__file__).resolve().parent
+    if imported != own:
+        raise RuntimeError(
+            f"this job runs pflrepro from {imported}, not from the workflow's own source "
+            f"{own}: install the workflow's clone into the job's environment (pip install "
+            f"-e {own.parent.parent}) or set PFLREPRO_ANY_SOURCE=1 to run other code on "
+            f"purpose")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="pflrepro", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--require-source", metavar="SRC",
+                        help="refuse to run unless the pflrepro package imported is "
+                        "SRC/pflrepro (the workflow's jobs pass their own src/)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
@@ -377,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=_positive_int, default=1,
                    help="CPU: clients run side by side on this many threads, one core each "
                    "(same results for any value); GPU: torch's CPU threads")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
@@ -425,7 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prepared data sets (the workflow's; prepared there if missing)")
     p.add_argument("--raw", default="data/raw", help="raw downloads, one folder per data set")
     p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
-    p.add_argument("--threads", type=int, default=1, help="as for train")
+    p.add_argument("--threads", type=_positive_int, default=1, help="as for train")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(func=_run)
 
@@ -442,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", nargs="*", metavar="FILE",
                    help="config files (merged in order) whose jobs not yet started are "
                    "listed as pending")
-    p.add_argument("--stale-after", type=float, default=60.0, metavar="MINUTES",
+    p.add_argument("--stale-after", type=_positive_minutes, default=60.0, metavar="MINUTES",
                    help="a job whose log has not changed for this long is 'stale'")
     p.set_defaults(func=_status)
 
@@ -468,6 +565,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("inputs", nargs="*")
     p.set_defaults(func=_aggregate)
+
+    p = sub.add_parser("verify", help="check every stored file's digest (bit rot); mark "
+                                      "damaged ones for rebuilding")
+    p.add_argument("--results", default="results", help="results directory (default: results)")
+    p.add_argument("--adopt", action="store_true",
+                   help="write digest records for stored files that have none (files from "
+                        "before records existed; trusts them as they are now)")
+    p.set_defaults(func=_verify)
 
     p = sub.add_parser("table", help="final-accuracy table (Markdown, LaTeX, CSV)")
     p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
@@ -564,6 +669,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
     try:
+        if args.require_source is not None:
+            _check_source(args.require_source)
         args.func(args)
     except Interrupted as err:  # SIGTERM: checkpoint saved; the scheduler may requeue
         log.warning("%s", err)

@@ -92,6 +92,39 @@ NAME_RULES: Mapping[str, str] = {
 }
 
 
+# ------------------------------------------------------------------------------ sizes
+# Upper bounds on every size a job allocates or loops over, so a typo (an extra zero,
+# a seed pasted from elsewhere) is refused with the key named before any job starts,
+# not met at job time as an OverflowError, std::bad_alloc or a run of years. Each bound
+# is far above every shipped config (config.yaml at both scales, config/demo.yaml,
+# config/convergence_fashion.yaml); the schema (pflrepro.schema) carries the same ones.
+
+#: Seeds are integers in [0, SEED_LIMIT): the run tables store them as int64 and
+#: scikit-learn's and NumPy's legacy seeding take 32-bit seeds (pflrepro.seeding's
+#: derive_seed itself hashes any integer).
+SEED_LIMIT = 2**32
+#: Largest value of each integer training key.
+TRAINING_MAXIMA: Mapping[str, int] = {
+    "rounds": 100_000, "batch_size": 1_000_000, "local_epochs": 10_000,
+    "local_steps": 1_000_000, "eval_every": 100_000, "eval_batch_size": 1_000_000,
+    "client_chunk": 100_000,
+}
+#: Most clients of a partition.
+MAX_CLIENTS = 100_000
+#: Widest hidden layer or conv block (model_options 'hidden', 'channels').
+MAX_WIDTH = 65_536
+#: Largest kernel side (model_options 'kernel_size'; the inputs are at most 32x32 here).
+MAX_KERNEL = 64
+#: Most parameters of one model, counted without its input layer (a lower bound on the
+#: real count; 250 M float32 parameters are 1 GB per client copy; VGG13 has 9.4 M).
+MAX_MODEL_PARAMETERS = 250_000_000
+#: Most training-sample passes (samples x local epochs x rounds, or local steps x
+#: batch size x rounds, over the clients of a round and every run) one experiment may
+#: project; a larger plan is refused unless the config sets ``allow_huge: true``.
+#: 10^12 passes take about 3 years at 10^4 samples/s (a CPU core on the CNN).
+MAX_SAMPLE_PASSES = 10**12
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -376,6 +409,9 @@ def _check_training_values(values: Mapping[str, Any], where: str) -> None:
         value = values[f.name]
         if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{where}.{f.name}: must be an integer, got {value!r}")
+        if f.type == "int" and value > TRAINING_MAXIMA.get(f.name, value):
+            raise ConfigError(f"{where}.{f.name}: {value} is above the largest allowed, "
+                              f"{TRAINING_MAXIMA[f.name]:_}")
         if f.type == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"{where}.{f.name}: must be a number, got {value!r}")
@@ -402,13 +438,65 @@ def _training(defaults: Mapping[str, Any], override: Mapping[str, Any], where: s
     except ValueError as err:
         raise ConfigError(f"{at}.{err}" if str(err).startswith("model_options")
                           else f"{at}.model: {err}") from err
+    if not training.architectures:
+        _check_model_size(training.model, training.model_options, f"{at}.model_options")
     at = where if "architectures" in override else "training"
     for i, arch in enumerate(training.architectures):
         try:
             check_model_options(arch["model"], arch["model_options"])
         except ValueError as err:
             raise ConfigError(f"{at}.architectures[{i}]: {err}") from err
+        _check_model_size(arch["model"], arch["model_options"],
+                          f"{at}.architectures[{i}].model_options")
+    if training.optimizer == "adam" and training.momentum != 0:
+        at = where if {"optimizer", "momentum"} & set(override) else "training"
+        raise ConfigError(f"{at}.momentum: {training.momentum} is SGD's momentum and Adam "
+                          f"does not use it (optimizer: adam); set optimizer: sgd or drop "
+                          f"momentum")
     return training
+
+
+#: Parameters of the models without options (torchvision's VGG conv stacks, 32x32
+#: inputs, one linear head for 10 classes; counted with torch once).
+_FIXED_PARAMETERS = {"vgg11": 9_225_610, "vgg13": 9_410_122}
+
+
+def model_parameters_lower_bound(model: str, options: Mapping[str, Any]) -> int:
+    """A lower bound on the parameters of ``model`` built with ``options``.
+
+    Without the input layer's share (which needs the data set's shape) and with the
+    fewest classes (2): MLP hidden widths ``h``: sum of ``h[i] * h[i+1]`` plus the
+    first layer's biases; CNN (defaults of :class:`pflrepro.models.nets.CNN`):
+    ``c1 * c2 * k**2`` (second conv) ``+ c2 * hidden`` (a 1x1 feature map into the
+    hidden layer) ``+ 2 * hidden``. No torch is imported.
+    """
+    if model == "mlp":
+        widths = [int(h) for h in options.get("hidden", (64,))]
+        return sum(a * b for a, b in zip(widths, widths[1:], strict=False)) + sum(widths)
+    if model == "cnn":
+        c1, c2 = (int(c) for c in options.get("channels", (32, 64)))
+        hidden, k = int(options.get("hidden", 512)), int(options.get("kernel_size", 5))
+        return c1 * c2 * k * k + c2 * hidden + 2 * hidden
+    return _FIXED_PARAMETERS.get(model, 0)
+
+
+def _check_model_size(model: str, options: Mapping[str, Any], where: str) -> None:
+    """Refuse a width, kernel or parameter count beyond the bounds (MAX_WIDTH ...)."""
+    for key in ("hidden", "channels"):
+        value = options.get(key)
+        for width in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(width, int | float) and width > MAX_WIDTH:
+                raise ConfigError(f"{where}.{key}: width {width} (model {model!r}) is above "
+                                  f"the widest allowed, {MAX_WIDTH}")
+    kernel = options.get("kernel_size")
+    if isinstance(kernel, int | float) and kernel > MAX_KERNEL:
+        raise ConfigError(f"{where}.kernel_size: {kernel} is above the largest allowed, "
+                          f"{MAX_KERNEL}")
+    count = model_parameters_lower_bound(model, options)
+    if count > MAX_MODEL_PARAMETERS:
+        raise ConfigError(f"{where}: model {model!r} with {dict(options)} has at least "
+                          f"{count:_} parameters, above the most allowed, "
+                          f"{MAX_MODEL_PARAMETERS:_}")
 
 
 def _unique(values: list[Any], where: str) -> None:
@@ -422,8 +510,9 @@ def _unique(values: list[Any], where: str) -> None:
 def _seeds(spec: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
     values = list(spec.get(key, [0]) or [])
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ConfigError(f"{where}.{key}: seeds must be integers >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < SEED_LIMIT:
+            raise ConfigError(f"{where}.{key}: seeds must be integers in [0, 2**32), got "
+                              f"{_short(v)}")
     _unique(values, f"{where}.{key}")
     return tuple(values)
 
@@ -457,6 +546,77 @@ def _check_method_params(method: MethodConfig, where: str) -> None:
     for key, value in method.params.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}.{key}: must be a finite number, got {value!r}")
+
+
+def _check_clients_per_round(exp: ExperimentConfig, spec: Mapping[str, Any],
+                             where: str) -> None:
+    """Refuse client_fraction x clients < 1: fewer than one client per round."""
+    fraction = exp.training.client_fraction
+    at = (f"{where}.training" if "client_fraction" in (spec.get("training") or {})
+          else "training")
+    for i, p in enumerate(exp.partitions):
+        if fraction * p.clients < 1:
+            raise ConfigError(
+                f"{at}.client_fraction: {fraction:g} of the {p.clients} clients of "
+                f"{where}.partitions[{i}] ({p.id}) is {fraction * p.clients:g}, fewer than "
+                f"one client per round; client_fraction must be >= 1/{p.clients} "
+                f"({1 / p.clients:g})")
+
+
+#: Hyperparameters that count other clients (algorithm, key): at most clients - 1.
+CLIENT_COUNTED: tuple[tuple[str, str], ...] = (("federico", "neighbors"),)
+
+
+def _check_client_counts(exp: ExperimentConfig, methods: Mapping[str, MethodConfig],
+                         where: str) -> None:
+    """Refuse a hyperparameter counting other clients above clients - 1 of a partition."""
+    clients = min(p.clients for p in exp.partitions)
+    for m in exp.methods:
+        method = methods[m]
+        for algorithm, key in CLIENT_COUNTED:
+            if method.algorithm != algorithm:
+                continue
+            value = getattr(parse_hyper(algorithm_info(algorithm), method.params), key)
+            if value > clients - 1:
+                raise ConfigError(
+                    f"methods.{m}.{key}: {value} other clients, but the smallest partition "
+                    f"of {where} has {clients} clients, so each client has only "
+                    f"{clients - 1} others (at most {clients - 1})")
+
+
+def projected_sample_passes(exp: ExperimentConfig) -> int:
+    """Training-sample passes the experiment's runs make, as the config declares them.
+
+    Per run and round: ``m = max(1, round(C * K))`` clients train, each ``local_steps
+    * batch_size`` samples when ``local_steps > 0``, else ``local_epochs`` times its
+    share of the partition's samples (``max_samples``, else the data set's declared
+    size; a data set without one counts 0, so the guard never refuses it on a guess).
+    Times rounds, summed over partitions and (split, training seed) runs and methods.
+    """
+    t = exp.training
+    size = DATASETS[exp.dataset].num_samples or 0
+    total = 0
+    for p in exp.partitions:
+        m = max(1, round(t.client_fraction * p.clients))
+        if t.local_steps > 0:
+            per_round = m * t.local_steps * t.batch_size
+        else:
+            n = min(p.max_samples or size, size) if size else p.max_samples or 0
+            per_round = t.local_epochs * n * m // max(1, p.clients)
+        total += per_round * t.rounds
+    return total * len(exp.seed_pairs()) * len(exp.methods)
+
+
+def _check_projected_passes(exp: ExperimentConfig) -> None:
+    passes = projected_sample_passes(exp)
+    if passes > MAX_SAMPLE_PASSES:
+        raise ConfigError(
+            f"experiments.{exp.name}: its runs would make {passes:.3g} training-sample "
+            f"passes (rounds {exp.training.rounds}, local_epochs "
+            f"{exp.training.local_epochs}, local_steps {exp.training.local_steps}, "
+            f"{len(exp.seed_pairs())} seed pair(s), {len(exp.methods)} method(s), "
+            f"{len(exp.partitions)} partition(s)), above {MAX_SAMPLE_PASSES:.0e} (about 3 "
+            f"years at 10^4 samples/s); set the top-level allow_huge: true to run it anyway")
 
 
 def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
@@ -512,6 +672,9 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{where}.partitions: the same partition is listed twice")
         for i, p in enumerate(partitions):
+            if p.clients > MAX_CLIENTS:
+                raise ConfigError(f"{where}.partitions[{i}].clients: {p.clients} is above the "
+                                  f"most allowed, {MAX_CLIENTS:_}")
             _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
         for m in spec.get("methods", []):
             if m not in methods:
@@ -565,12 +728,20 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
                     f"{where}.training.client_fraction: method {m!r} (algorithm "
                     f"{info.name}) trains every client every round and does not support "
                     f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
+        _check_clients_per_round(exp, spec, where)
+        _check_client_counts(exp, methods, where)
         clients = min((p.clients for p in exp.partitions), default=0)
         if exp.focus_client >= clients:
             raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
                               f"every partition (smallest has {clients} clients)")
     if not experiments:
         raise ConfigError("experiments: at least one experiment is required")
+    allow_huge = raw.get("allow_huge", False)
+    if not isinstance(allow_huge, bool):
+        raise ConfigError(f"allow_huge: must be true or false, got {_short(allow_huge)}")
+    if not allow_huge:
+        for exp in experiments.values():
+            _check_projected_passes(exp)
     tables = {}
     for name, spec in (raw.get("tables") or {}).items():
         check_name(name, "tables")
@@ -645,6 +816,32 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
+    def _refuse_sexagesimal(self, node: yaml.ScalarNode, value: Any) -> None:
+        mark = node.start_mark
+        raise ConfigError(
+            f"{mark.name}:{mark.line + 1}:{mark.column + 1}: {node.value!r} is a base-60 "
+            f"number in YAML 1.1 (it reads as {value!r}); write the number itself, or "
+            f"quote it if a string is meant")
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = super().construct_yaml_int(node)  # type: ignore[no-untyped-call]
+        if ":" in str(node.value):
+            self._refuse_sexagesimal(node, value)
+        return value  # type: ignore[no-any-return]
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = super().construct_yaml_float(node)  # type: ignore[no-untyped-call]
+        if ":" in str(node.value):
+            self._refuse_sexagesimal(node, value)
+        return value  # type: ignore[no-any-return]
+
+
+# PyYAML (YAML 1.1) reads an unquoted 1:30 as the base-60 integer 90 (and 1:30.5 as a
+# float): the strict loader refuses such scalars, naming file and line.
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float",
+                                 _UniqueKeyLoader.construct_yaml_float)
+
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a config file, as Snakemake does, but strictly.
@@ -658,6 +855,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a text (UTF-8) config file: byte {err.start} is "
+                          f"{err.object[err.start:err.start + 1]!r}") from None
     try:
         data = yaml.load(text, Loader=_loader_for(path))  # noqa: S506 (a SafeLoader)
     except yaml.MarkedYAMLError as err:

@@ -2,26 +2,39 @@
 
 Outputs that later jobs read back (run tables, aggregates, partitions, public sets)
 are written with :func:`atomic_digested_path`: a ``<file>.sha256`` record beside the
-file, in ``sha256sum`` format, holds the SHA-256 of the file's bytes. A reader goes
-through :func:`read_verified`, which checks the file against its record before
-parsing it. A file that does not match, or (when written before files carried
-records) cannot be parsed, is damaged: it is set aside as ``<file>.corrupt-<n>``, so
-the output is missing and Snakemake's next run rebuilds it, and the error names the
-file, why, and that fix.
+file, in ``sha256sum`` format, holds the SHA-256 of the file's bytes and its name. A
+reader goes through :func:`read_verified`, which checks the file against its record
+and what the file says it is (:func:`stored_identity`) against what the reader and
+the file's place in the workflow's layout (:func:`expected_identity`) expect, before
+parsing it. A file that has no record (a single flipped bit often still parses, so
+"it parses" is no check; files written before records existed are adopted once,
+knowingly, with ``pflrepro verify --adopt``), does not match it, or is another file
+than its path says (a run of another method, a run where a partition belongs) is
+damaged (:func:`mark_damaged`): a copy is kept as ``<file>.corrupt-<n>``, the file
+is dated 1970-01-01, older than the inputs of the job that made it, and Snakemake's
+record of it is removed (:func:`forget_snakemake_record`), so Snakemake's next run
+rebuilds it and everything made from it; the error names the file, why,
+and that fix. The file stays in place: other jobs of the same Snakemake run that
+take it as an input then fail one by one, naming it, instead of Snakemake aborting
+the whole run (and ``--keep-going``'s partial tables) because a declared input
+vanished.
 
 The record is replaced around the file's rename: the old record is removed before
 the new file is renamed into place, the new record written after. A crash in between
-leaves a complete file with no record (read as one written before records existed:
-accepted when it parses), never a file beside a stale record.
+leaves a complete file with no record, which a reader treats as damaged (rebuilt),
+never a file beside a stale record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -41,8 +54,27 @@ FILE_MODE = 0o666 & ~_read_umask()
 #: Suffix of the digest record written beside an output (``<file>.sha256``).
 DIGEST_SUFFIX = ".sha256"
 #: What to do about a damaged output: its producer reruns once it is missing.
-RERUN_FIX = ("rerun snakemake: the file is now missing, so Snakemake rebuilds it and "
-             "everything made from it")
+RERUN_FIX = ("rerun snakemake: the file is now older than the inputs it was made from, so "
+             "Snakemake rebuilds it and everything made from it")
+#: Parquet key-value metadata naming what an aggregate is (JSON: kind, experiment,
+#: method); runs say what they are in their config columns, partitions and public
+#: sets in their own metadata.
+KIND_KEY = b"pflrepro.kind"
+#: The kinds of stored Parquet file, and the fields of each that say which one it is
+#: (named as the wildcards of the workflow's paths).
+IDENTITY_FIELDS = {
+    "run": ("experiment", "partition", "method", "split", "seed"),
+    "method_aggregate": ("experiment", "method"),
+    "experiment_aggregate": ("experiment",),
+    "aggregate": (),
+    "partition": ("dataset", "partition", "split"),
+    "public": ("split", "set"),  # set: the source data set's name and the size, as in
+}                                # the path (``digits100``: the two cannot be told apart)
+#: What :func:`pflrepro.results.read_table` accepts: a run or any aggregate.
+TABLE_KINDS = ("run", "method_aggregate", "experiment_aggregate", "aggregate")
+#: The modification time given to a damaged file: older than any input (1 s, not 0:
+#: Snakemake skips its input-newer check for an output whose oldest mtime is 0).
+DAMAGED_MTIME = 1
 
 T = TypeVar("T")
 
@@ -102,11 +134,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 # ------------------------------------------------------------------ digests on read
 class CorruptFileError(ValueError):
-    """A stored file that failed its digest or could not be parsed; it was set aside."""
+    """A stored file that failed its digest or is not what it should be; it was marked."""
 
     def __init__(self, path: Path, reason: str, aside: Path | None, fix: str) -> None:
-        where = (f"set aside as {aside.name}" if aside is not None
-                 else "already set aside by another job")
+        where = (f"a copy kept as {aside.name}, the file dated 1970-01-01" if aside is not None
+                 else "already removed by another job")
         super().__init__(f"{path} is damaged: {reason}; {where}. Fix: {fix}")
         self.path = path
         self.aside = aside
@@ -116,6 +148,14 @@ def digest_path(path: str | os.PathLike[str]) -> Path:
     """The digest record of ``path``: ``<path>.sha256`` beside it."""
     target = Path(path)
     return target.with_name(target.name + DIGEST_SUFFIX)
+
+
+def write_digest(path: str | os.PathLike[str]) -> str:
+    """Write the digest record of ``path`` as it is now (atomically); return the digest."""
+    target = Path(path)
+    digest = sha256_file(target)
+    write_text(digest_path(target), f"{digest}  {target.name}\n")
+    return digest
 
 
 @contextlib.contextmanager
@@ -134,14 +174,22 @@ def atomic_digested_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     write_text(record, f"{digest}  {target.name}\n")
 
 
-def recorded_digest(path: str | os.PathLike[str]) -> str | None:
-    """The SHA-256 recorded for ``path`` (None when it has no record)."""
+def read_record(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(SHA-256, file name) recorded for ``path``; None when it has no record."""
     try:
         text = digest_path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    fields = text.split()
-    return fields[0].lower() if fields else ""
+    fields = text.split(maxsplit=1)
+    digest = fields[0].lower() if fields else ""
+    name = fields[1].strip().lstrip("*") if len(fields) > 1 else ""
+    return digest, name
+
+
+def recorded_digest(path: str | os.PathLike[str]) -> str | None:
+    """The SHA-256 recorded for ``path`` (None when it has no record)."""
+    record = read_record(path)
+    return None if record is None else record[0]
 
 
 def set_aside(path: str | os.PathLike[str]) -> Path:
@@ -154,53 +202,213 @@ def set_aside(path: str | os.PathLike[str]) -> Path:
     return aside
 
 
-def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T],
-                  parse_errors: tuple[type[BaseException], ...], *,
-                  fix: str = RERUN_FIX) -> T:
-    """``read(path)`` after checking ``path`` against its digest record.
+def mark_damaged(path: str | os.PathLike[str]) -> Path:
+    """Keep a copy of ``path`` as ``<path>.corrupt-<n>`` and date ``path`` 1970-01-01.
 
-    A file whose SHA-256 differs from its record (``<path>.sha256``), or one without
-    a record (written before outputs carried them) that ``read`` fails on with one of
-    ``parse_errors``, is damaged: it is set aside as ``<path>.corrupt-<n>`` (its record
-    removed), so that the output is missing and gets rebuilt, and
-    :class:`CorruptFileError` names the file, why, where it went and ``fix``. A file
-    that matches its record is what its writer wrote: an error reading it passes
+    The file stays where it is, so the jobs of a running Snakemake that take it as an
+    input can start (and fail, naming it); dated older than every input of the job
+    that made it, it is rebuilt by the next ``snakemake``, with everything made from
+    it. The copy is a hard link (a plain copy where links are not supported); a file
+    already linked as some ``.corrupt-<n>`` (another job found it first) is not
+    linked twice. Returns the copy. ``FileNotFoundError`` when ``path`` is gone.
+    """
+    path = Path(path)
+    n = 1
+    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        if os.path.samefile(aside, path):
+            break
+        n += 1
+    else:
+        try:
+            os.link(path, aside)
+        except FileExistsError:  # another job linked it in between
+            return mark_damaged(path)
+        except OSError:  # no hard links here
+            shutil.copy2(path, aside)
+    os.utime(path, (DAMAGED_MTIME, DAMAGED_MTIME))
+    forget_snakemake_record(path)
+    return aside
+
+
+def forget_snakemake_record(path: str | os.PathLike[str]) -> bool:
+    """Remove Snakemake's metadata record of the output ``path``, if there is one.
+
+    Snakemake records, per output, the checksums of its job's small inputs, and an
+    input newer than the output does not rerun the job when its checksum is the one
+    recorded: a damaged file dated 1970 would not be rebuilt. Without the record the
+    job reruns. The record is ``.snakemake/metadata/<urlsafe base64 of the path as
+    the rule names it>`` in the working directory (Snakemake 8-9's file persistence;
+    names over the file system's limit split into ``@``-prefixed folders); ``path``
+    is taken relative to the working directory, as the rules name their outputs.
+    Returns whether a record was removed.
+    """
+    import base64
+
+    target = Path(os.path.abspath(path))
+    try:
+        rel = target.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return False
+    metadata = Path(".snakemake") / "metadata"
+    if not metadata.is_dir():
+        return False
+    b64 = base64.urlsafe_b64encode(rel.encode()).decode()
+    limit = os.pathconf(metadata, "PC_NAME_MAX") or 255
+    parts = [b64[i:i + limit - 1] for i in range(0, len(b64), limit - 1)]
+    record = metadata.joinpath(*(["@" + part for part in parts[:-1]] + parts[-1:]))
+    try:
+        record.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
+                  kinds: Sequence[str] | None = None, fix: str = RERUN_FIX) -> T:
+    """``read(path)`` after checking ``path``: its digest record, then what it is.
+
+    The file is damaged when it has no record ``<path>.sha256`` (one flipped bit of a
+    Parquet file often still parses; adopt files from before records with
+    ``pflrepro verify --adopt``), its record names another file, its SHA-256 differs
+    from the record, or (:func:`identity_mismatch`) it is not one of ``kinds`` or not
+    the file its place in the workflow's layout says. A damaged file is marked
+    (:func:`mark_damaged`: copied aside, dated 1970, rebuilt by the next
+    ``snakemake``) and :class:`CorruptFileError` names the file, why, the copy and
+    ``fix``. A file that passes is what its writer wrote: an error reading it passes
     through (it is not damage). A missing file or one that cannot be opened
     (permissions) raises as usual.
     """
     path = Path(path)
-    expected = recorded_digest(path)
-    if expected is not None:
-        actual = sha256_file(path)
-        if actual != expected:
-            raise _damaged(path, f"its SHA-256 differs from the one recorded in "
-                                 f"{digest_path(path).name}", fix)
+    record = read_record(path)
+    if not path.exists():  # FileNotFoundError as usual (no record check needed)
         return read(path)
-    try:
-        return read(path)
-    except (FileNotFoundError, PermissionError, IsADirectoryError):
-        raise
-    except parse_errors as exc:
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise _damaged(path, f"it cannot be read ({type(exc).__name__}: {first_line})",
-                       fix) from exc
-
-
-def parquet_errors() -> tuple[type[BaseException], ...]:
-    """What pyarrow raises reading a file that is not a whole Parquet file.
-
-    The ``parse_errors`` of :func:`read_verified` for Parquet readers.
-    """
-    import pyarrow as pa
-
-    return (pa.ArrowException, OSError)
+    if record is None:
+        raise _damaged(path, f"it has no digest record {digest_path(path).name} (written "
+                             f"before files carried one, or the record was lost), so "
+                             f"it cannot be trusted", fix)
+    expected, name = record
+    if name != path.name:
+        raise _damaged(path, f"its record {digest_path(path).name} is that of another "
+                             f"file ({name!r})", fix)
+    if sha256_file(path) != expected:
+        raise _damaged(path, f"its SHA-256 differs from the one recorded in "
+                             f"{digest_path(path).name}", fix)
+    if kinds is not None:
+        reason = identity_mismatch(path, kinds)
+        if reason is not None:
+            raise _damaged(path, reason, fix)
+    return read(path)
 
 
 def _damaged(path: Path, reason: str, fix: str) -> CorruptFileError:
-    """Set ``path`` aside (another job may have done so already); the error to raise."""
+    """Mark ``path`` damaged (another job may have removed it); the error to raise."""
     try:
-        aside: Path | None = set_aside(path)
+        aside: Path | None = mark_damaged(path)
     except FileNotFoundError:
         aside = None
-    digest_path(path).unlink(missing_ok=True)
     return CorruptFileError(path, reason, aside, fix)
+
+
+# ------------------------------------------------------------------ what a file is
+def _layout() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(kind, regular expression of its path) for every stored Parquet kind."""
+    from pflrepro import workflow as W  # imported here: the workflow module is heavier
+
+    patterns = (("run", W.RUN), ("method_aggregate", W.METHOD_AGGREGATE),
+                ("experiment_aggregate", W.AGGREGATE), ("partition", W.PARTITION),
+                ("public", W.PUBLIC))
+    return tuple((kind, _path_regex(pattern.replace("{source}{size}", "{set}")))
+                 for kind, pattern in patterns)
+
+
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    """A path pattern (``results/runs/{experiment}/...``) as a regular expression."""
+    parts = re.split(r"\{(\w+)\}", pattern)
+    out = ""
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out += re.escape(part)
+        elif part in ("split", "seed", "size"):
+            out += rf"(?P<{part}>\d+)"
+        else:
+            out += rf"(?P<{part}>[^/]+?)"
+    return re.compile(rf"(?:^|/){out}$")
+
+
+def expected_identity(path: str | os.PathLike[str]) -> dict[str, str] | None:
+    """What ``path``'s place in the workflow's layout says the file is (None: no place).
+
+    ``{"kind": "run", "experiment": ..., "partition": ..., "method": ..., "split":
+    ..., "seed": ...}`` for ``results/runs/...``, and so on for
+    :data:`IDENTITY_FIELDS`' kinds.
+    """
+    text = Path(path).as_posix()
+    for kind, regex in _layout():
+        match = regex.search(text)
+        if match:
+            fields = match.groupdict()
+            return {"kind": kind, **{k: fields[k] for k in IDENTITY_FIELDS[kind]}}
+    return None
+
+
+def stored_identity(path: str | os.PathLike[str]) -> dict[str, str]:
+    """What a stored Parquet file says it is: kind and the fields of :data:`IDENTITY_FIELDS`.
+
+    Aggregates say it in their :data:`KIND_KEY` metadata, partitions and public sets
+    in theirs, runs in their config columns (one value each); rows of runs without an
+    aggregate's metadata (tables made by hand, aggregates from before the metadata)
+    are a plain ``aggregate``, which no workflow path accepts. ``{"kind": "unknown"}``
+    for anything else.
+    """
+    import pyarrow.parquet as pq
+
+    from pflrepro.data.partition import METADATA_KEY as PARTITION_KEY
+    from pflrepro.data.public import METADATA_KEY as PUBLIC_KEY
+
+    schema = pq.read_schema(path)
+    meta = schema.metadata or {}
+    if KIND_KEY in meta:
+        return {k: str(v) for k, v in json.loads(meta[KIND_KEY]).items()}
+    if PARTITION_KEY in meta:
+        p = json.loads(meta[PARTITION_KEY])
+        return {"kind": "partition", "dataset": str(p.get("dataset")),
+                "partition": str(p.get("id")), "split": str(p.get("seed"))}
+    if PUBLIC_KEY in meta:
+        p = json.loads(meta[PUBLIC_KEY])
+        return {"kind": "public", "split": str(p.get("seed")),
+                "set": f"{p.get('dataset')}{p.get('size')}"}
+    columns = {"experiment": "experiment", "partition": "partition", "method": "method",
+               "split": "split_seed", "seed": "train_seed"}
+    if set(columns.values()) <= set(schema.names):
+        table = pq.read_table(path, columns=list(columns.values()))
+        values = {k: table.column(c).unique().to_pylist() for k, c in columns.items()}
+        if all(len(v) == 1 for v in values.values()):
+            return {"kind": "run", **{k: str(v[0]) for k, v in values.items()}}
+    if {"metric", "value"} <= set(schema.names):  # rows of runs, no aggregate's metadata
+        return {"kind": "aggregate"}
+    return {"kind": "unknown"}
+
+
+def describe(identity: dict[str, str]) -> str:
+    """``run (experiment=tiny, method=fedavg, ...)`` for messages."""
+    fields = ", ".join(f"{k}={v}" for k, v in identity.items() if k != "kind")
+    return f"{identity.get('kind', 'unknown').replace('_', ' ')}" + (
+        f" ({fields})" if fields else "")
+
+
+def identity_mismatch(path: str | os.PathLike[str], kinds: Sequence[str] | None = None
+                      ) -> str | None:
+    """Why ``path`` is not the file its reader (``kinds``) and its path expect; None if it is."""
+    stored = stored_identity(path)
+    expected = expected_identity(path)
+    if kinds is not None and stored["kind"] not in kinds:
+        return (f"it holds a {describe(stored)}, not a "
+                f"{' or '.join(k.replace('_', ' ') for k in kinds)}")
+    if expected is None:
+        return None
+    if stored["kind"] != expected["kind"] or any(
+            stored.get(k) != v for k, v in expected.items()):
+        article = "an" if expected["kind"][0] in "aeiou" else "a"
+        return (f"it holds a {describe(stored)}, but its path is that of {article} "
+                f"{describe(expected)}")
+    return None

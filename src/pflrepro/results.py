@@ -23,6 +23,7 @@ aggregated tables.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from pflrepro import __version__
 
 if TYPE_CHECKING:  # imported where used: the CLI and the workflow parse need no pandas
     import pandas as pd
+    import pyarrow as pa
 
 #: Config columns, in order, that every run table carries.
 CONFIG_COLUMNS = (
@@ -134,18 +136,23 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     readers see the columns' Parquet types (strings, not dictionaries); the inputs'
     pandas metadata is, so ``pandas.read_parquet`` gives the run tables' dtypes.
     Files are read in parallel (Arrow's CPU count), each checked against its digest
-    record first (:func:`pflrepro.io.read_verified`): damaged inputs are set aside, so
-    that Snakemake rebuilds them, and one :class:`ValueError` names every one. The
-    output is written atomically, with its digest record.
+    record and what it says it is first (:func:`pflrepro.io.read_verified`): damaged
+    inputs are marked, so that Snakemake rebuilds them, and one :class:`ValueError`
+    names every one. The output is written atomically, with its digest record, and
+    says what it is in its :data:`pflrepro.io.KIND_KEY` metadata: the aggregate of one
+    method's runs (``method_aggregate``, with its experiment and method), of one
+    experiment's method aggregates (``experiment_aggregate``), else ``aggregate``.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from pflrepro.io import (
+        KIND_KEY,
+        TABLE_KINDS,
         CorruptFileError,
         atomic_digested_path,
-        parquet_errors,
         read_verified,
+        stored_identity,
     )
 
     if not paths:
@@ -157,7 +164,7 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
 
     def read(path: str | os.PathLike[str]) -> pa.Table | CorruptFileError:
         try:
-            return read_verified(path, parse, parquet_errors())
+            return read_verified(path, parse, kinds=TABLE_KINDS)
         except CorruptFileError as err:  # reported with the others once all are read
             return err
 
@@ -169,6 +176,9 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                          + "\n  ".join(damaged))
     tables = [t for t in read_back if not isinstance(t, CorruptFileError)]
     table = pa.concat_tables(tables).unify_dictionaries()
+    kind = _aggregate_kind([stored_identity(p)["kind"] for p in paths], table)
+    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != KIND_KEY}
+    metadata[KIND_KEY] = json.dumps(kind, sort_keys=True).encode()
     with atomic_digested_path(out) as tmp:
         # Dictionary pages for the strings and the small integers, not for ``value``;
         # min/max statistics for the integers only (strings' cost more than they help).
@@ -177,24 +187,40 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
         with pq.ParquetWriter(tmp, table.schema, store_schema=False,
                               use_dictionary=strings + ints, write_statistics=ints) as writer:
             writer.write_table(table)
-            if table.schema.metadata:  # pandas metadata: pandas reads the dtypes it wrote
-                writer.add_key_value_metadata(table.schema.metadata)
+            # pandas metadata (pandas reads the dtypes it wrote) and what the file is
+            writer.add_key_value_metadata(metadata)
     return table.num_rows
+
+
+def _aggregate_kind(input_kinds: Sequence[str], table: pa.Table) -> dict[str, str]:
+    """What an aggregate of inputs of ``input_kinds`` with rows ``table`` is."""
+    def single(column: str) -> str | None:
+        values = table.column(column).unique().to_pylist() if column in table.column_names \
+            else []
+        return str(values[0]) if len(values) == 1 else None
+
+    experiment, method = single("experiment"), single("method")
+    if set(input_kinds) == {"run"} and experiment is not None and method is not None:
+        return {"kind": "method_aggregate", "experiment": experiment, "method": method}
+    if set(input_kinds) == {"method_aggregate"} and experiment is not None:
+        return {"kind": "experiment_aggregate", "experiment": experiment}
+    return {"kind": "aggregate"}
 
 
 def read_table(path: str | os.PathLike[str],
                columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A run or aggregate table as written, checked against its digest record first.
 
-    A damaged file is set aside and :class:`pflrepro.io.CorruptFileError` names it
-    (:func:`pflrepro.io.read_verified`).
+    It must be a run or an aggregate, and under ``results/`` the one its path says. A
+    damaged file is marked for rebuilding and :class:`pflrepro.io.CorruptFileError`
+    names it (:func:`pflrepro.io.read_verified`).
     """
     import pandas as pd
 
-    from pflrepro.io import parquet_errors, read_verified
+    from pflrepro.io import TABLE_KINDS, read_verified
 
     return read_verified(path, lambda p: pd.read_parquet(p, columns=columns),
-                         parquet_errors())
+                         kinds=TABLE_KINDS)
 
 
 def git_revision(path: str | Path | None = None) -> str:

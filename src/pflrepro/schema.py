@@ -19,6 +19,10 @@ from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import (
     DEFAULT_RESOURCES,
     FIGURE_KINDS,
+    MAX_CLIENTS,
+    MAX_KERNEL,
+    MAX_SAMPLE_PASSES,
+    MAX_WIDTH,
     METHOD_NAME_PATTERN,
     MIRROR_MAX_LENGTH,
     MIRROR_PATTERN,
@@ -26,8 +30,10 @@ from pflrepro.config import (
     NAME_PATTERN,
     RESOURCE_DOCS,
     SCALES,
+    SEED_LIMIT,
     SEED_PAIRINGS,
     TABLE_METRICS,
+    TRAINING_MAXIMA,
 )
 from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
@@ -53,11 +59,22 @@ def _typed(value: Any) -> dict[str, Any]:
     return {}
 
 
+#: Upper bounds of the model options any model declares, on a number or a list's items
+#: alike; pflrepro.config checks the rest (types, which model has which option, the
+#: parameter count) with messages naming the model.
+_WIDTH = {"maximum": MAX_WIDTH, "items": {"maximum": MAX_WIDTH}}
+_MODEL_OPTIONS = {
+    "type": "object",
+    "properties": {"hidden": _WIDTH, "channels": _WIDTH,
+                   "kernel_size": {"maximum": MAX_KERNEL}},
+}
+
+
 def _training_schema() -> dict[str, Any]:
     props: dict[str, Any] = {}
     for f in dataclasses.fields(TrainingConfig):
         if f.name == "model_options":
-            entry: dict[str, Any] = {"type": "object"}
+            entry: dict[str, Any] = dict(_MODEL_OPTIONS)
         elif f.name == "model":
             from pflrepro.models import MODEL_OPTIONS
 
@@ -70,7 +87,7 @@ def _training_schema() -> dict[str, Any]:
                 "properties": {
                     "model": {"type": "string", "enum": sorted(MODEL_OPTIONS),
                               "description": TRAINING_DOCS["model"]},
-                    "model_options": {"type": "object",
+                    "model_options": {**_MODEL_OPTIONS,
                                       "description": TRAINING_DOCS["model_options"]}}}}
         elif f.name == "architecture_assignment":
             from pflrepro.training import ASSIGNMENTS
@@ -82,6 +99,8 @@ def _training_schema() -> dict[str, Any]:
             entry = {"type": "string", "enum": ["auto", "cpu", "cuda"]}
         elif f.type in ("int",):
             entry = {"type": "integer", "minimum": 0}
+            if f.name in TRAINING_MAXIMA:
+                entry["maximum"] = TRAINING_MAXIMA[f.name]
         elif f.type in ("float",):
             entry = {"type": "number", "minimum": 0}
         else:
@@ -127,6 +146,8 @@ def _partition_schema() -> dict[str, Any]:
     for name, cls in sorted(PARTITIONERS.items()):
         props: dict[str, Any] = {"scheme": {"const": name, "description": "Partition scheme."}}
         props.update(schema_properties(cls))
+        if "clients" in props:
+            props["clients"] = {**props["clients"], "maximum": MAX_CLIENTS}
         props["label"] = {"type": "string",
                           "description": "Display label in tables and figures (not part of "
                                          "the partition's id)."}
@@ -146,7 +167,8 @@ def _partition_schema() -> dict[str, Any]:
 
 
 def _experiment_schema() -> dict[str, Any]:
-    seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
+    seeds = {"type": "array", "items": {"type": "integer", "minimum": 0,
+                                        "maximum": SEED_LIMIT - 1}, "minItems": 1}
     return {
         "type": "object",
         "additionalProperties": False,
@@ -246,6 +268,13 @@ def build_schema() -> dict[str, Any]:
                     },
                 },
             },
+            "allow_huge": {"type": "boolean", "default": False,
+                           "description": "Run experiments whose projected training-sample "
+                                          "passes (samples x local epochs, or local steps x "
+                                          "batch size, x rounds x clients per round x runs x "
+                                          f"methods) exceed {MAX_SAMPLE_PASSES:.0e}; the "
+                                          "config check refuses them otherwise, naming the "
+                                          "experiment."},
             "scale": {"type": "string", "enum": list(SCALES), "default": "paper",
                       "description": "Which experiments and tables `snakemake` builds: "
                                      "'paper' (the papers' settings) or 'cpu' (small real "

@@ -719,7 +719,9 @@ def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
 
 def test_cli_claims(tmp_path: Path) -> None:
     agg = tmp_path / "exp.parquet"
-    copies(table1()).to_parquet(agg, index=False)
+    from pflrepro.io import write_parquet
+
+    write_parquet(copies(table1()), agg)  # with its digest record (issue 27, item 3)
     claims = tmp_path / "claims.yaml"
     claims.write_text(yaml.safe_dump({"claims": [
         _claim(check={**COMPARE, "a": "fedavg", "op": "<"}),

@@ -142,7 +142,8 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     assert main(["train", "--spec", json.dumps(run_spec), "--data", str(data),
                  "--partition", str(good_part), "--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert f"{data / 'x.npy'}: sha256" in err and f"delete the folder {data}/" in err
+    # issue 27, item 4: the first job set the damaged x.npy aside (prepare_data reruns)
+    assert f"{data / 'x.npy'}" in err and f"delete the folder {data}/" in err
     assert not out.exists()
 
 
@@ -159,7 +160,10 @@ def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
     assert main(["aggregate", "--out", str(agg), str(run)]) == 1
     err = capsys.readouterr().err
     assert f"{run} is damaged" in err and "rerun snakemake" in err
-    assert not run.exists() and not agg.exists()
+    # issue 27, item 8: the file stays (other jobs' input), dated 1970: rebuilt next time
+    from pflrepro.io import DAMAGED_MTIME
+
+    assert run.stat().st_mtime == DAMAGED_MTIME and not agg.exists()
 
 
 @pytest.mark.parametrize("text, message", [
@@ -185,3 +189,89 @@ def test_check_config_merges_files_in_order(tmp_path: Path,
     assert "valid (1 experiment(s) at the paper scale)" in capsys.readouterr().out
     assert main(["check-config", str(base), str(override)]) == 1
     assert "training.lr: must be a finite number" in capsys.readouterr().err
+
+
+# ---- issue 27, item 11: bad arguments refused before any work, naming the path
+def test_run_refuses_an_existing_directory_as_out(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # was: a traceback after preparing, partitioning and training
+    out = tmp_path / "runs"
+    out.mkdir()
+    data = tmp_path / "data"
+    assert main(["run", "--method", "fedavg", "--dataset", "digits", "--partition", "iid",
+                 "--clients", "2", "--rounds", "1", "--model", "mlp", "--out", str(out),
+                 "--work", str(tmp_path / "w"), "--data-root", str(data)]) == 1
+    assert f"--out {out}: is a directory" in capsys.readouterr().err
+    assert not data.exists() and not (tmp_path / "w").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("sub", ["", "sub"])
+def test_run_refuses_a_file_as_work(tmp_path: Path, sub: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "work.txt"
+    blocker.write_text("x")
+    work = blocker / sub if sub else blocker
+    assert main(["run", "--method", "fedavg", "--dataset", "digits", "--partition", "iid",
+                 "--clients", "2", "--rounds", "1", "--model", "mlp", "--work", str(work),
+                 "--data-root", str(tmp_path / "data")]) == 1
+    assert f"{blocker} is a file, not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("threads", ["0", "-1", "two"])
+@pytest.mark.parametrize("command", [
+    ["run", "--method", "fedavg", "--dataset", "digits", "--partition", "iid"],
+    ["train", "--spec", "{}", "--data", "d", "--partition", "p", "--out", "o"],
+])
+def test_threads_must_be_at_least_one(command: list[str], threads: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--threads", threads])
+    assert info.value.code == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_status_names_a_bad_results_directory(tmp_path: Path, kind: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # was: exit 0 and an empty summary, the path never named
+    results = tmp_path / "typo"
+    if kind == "file":
+        results.write_text("x")
+    assert main(["status", "--results", str(results), "--logs", str(tmp_path)]) == 1
+    what = "does not exist" if kind == "missing" else "is not a directory"
+    assert f"--results {results}: {what}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("minutes", ["-5", "0", "nan", "inf"])
+def test_status_refuses_stale_after_not_positive(tmp_path: Path, minutes: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["status", "--results", str(tmp_path), "--stale-after", minutes])
+    assert info.value.code == 2
+    assert "--stale-after" in capsys.readouterr().err
+
+
+def test_check_config_names_a_binary_file(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # was: "'utf-8' codec can't decode byte 0x80 ..." without the file's name
+    binary = tmp_path / "model.pt"
+    binary.write_bytes(b"\x80\x04\x95binary")
+    assert main(["check-config", str(binary)]) == 1
+    assert f"{binary}: not a text (UTF-8) config file" in capsys.readouterr().err
+
+
+def test_require_source_refuses_another_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 27, item 6: a job run by another clone's code refuses, naming both sources
+    import pflrepro
+
+    own = Path(pflrepro.__file__).resolve().parent
+    monkeypatch.delenv("PFLREPRO_ANY_SOURCE", raising=False)
+    assert main(["--require-source", str(tmp_path / "src"), "list", "datasets"]) == 1
+    err = capsys.readouterr().err
+    assert f"runs pflrepro from {own}, not from the workflow's own source " \
+           f"{tmp_path / 'src' / 'pflrepro'}" in err
+    assert main(["--require-source", str(own.parent), "list", "datasets"]) == 0
+    monkeypatch.setenv("PFLREPRO_ANY_SOURCE", "1")  # on purpose: as the workflow's check
+    assert main(["--require-source", str(tmp_path / "src"), "list", "datasets"]) == 0

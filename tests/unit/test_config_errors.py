@@ -154,8 +154,8 @@ CASES: list[tuple[str, Mutate, str]] = [
      r"client_fraction must lie in \(0, 1\]"),
     # schema errors: short, naming the key
     ("unknown_top_level_key", lambda c: c.update(colour="blue"),
-     r"^unknown key 'colour' at config top level; known: data, experiments, methods, scale, "
-     r"tables, training$"),
+     r"^unknown key 'colour' at config top level; known: allow_huge, data, experiments, "
+     r"methods, scale, tables, training$"),
     ("unknown_training_key", lambda c: c["training"].update(learning_rate=0.1),
      r"^unknown key 'learning_rate' at training; known: "),
     ("unknown_experiment_key", lambda c: _exp(c).update(seeds=[0]),

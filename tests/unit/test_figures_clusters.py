@@ -67,7 +67,9 @@ def test_fits_any_number_of_panels(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_cli_plot_clusters(tmp_path: Path) -> None:
     agg = tmp_path / "agg.parquet"
-    clusters_aggregate().to_parquet(agg)
+    from pflrepro.io import write_parquet
+
+    write_parquet(clusters_aggregate(), agg)  # with its digest record (issue 27, item 3)
     pdf, png = tmp_path / "fig" / "k.pdf", tmp_path / "fig" / "k.png"
     labels = '{"partitions": {"label_groups-clients3-groups2": "two groups"}}'
     assert main(["plot", "clusters", "--aggregate", str(agg), "--method", "clustered_fl",

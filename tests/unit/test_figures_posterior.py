@@ -71,7 +71,9 @@ def test_fits_any_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitio
 
 def test_cli_plot_posterior(tmp_path: Path) -> None:
     agg = tmp_path / "agg.parquet"
-    posterior_aggregate().to_parquet(agg)
+    from pflrepro.io import write_parquet
+
+    write_parquet(posterior_aggregate(), agg)  # with its digest record (issue 27, item 3)
     pdf, png = tmp_path / "fig" / "q.pdf", tmp_path / "fig" / "q.png"
     labels = f'{{"partitions": {{"{PART}": "label permutation"}}}}'
     assert main(["plot", "posterior", "--aggregate", str(agg), "--method", "fedmix",

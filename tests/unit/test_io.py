@@ -6,15 +6,17 @@ import pandas as pd
 import pytest
 
 from pflrepro.io import (
+    DAMAGED_MTIME,
     FILE_MODE,
     CorruptFileError,
     atomic_digested_path,
     atomic_path,
     digest_path,
-    parquet_errors,
+    expected_identity,
     read_verified,
     recorded_digest,
     sha256_file,
+    write_digest,
     write_parquet,
     write_text,
 )
@@ -76,7 +78,7 @@ def test_digested_output_records_its_sha256(tmp_path: Path) -> None:
     assert digest_path(path).read_text() == f"{sha256_file(path)}  run.parquet\n"
     assert recorded_digest(path) == sha256_file(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.parquet", "run.parquet.sha256"]
-    frame = read_verified(path, pd.read_parquet, parquet_errors())
+    frame = read_verified(path, pd.read_parquet)
     assert len(frame) == 1000
 
 
@@ -88,11 +90,11 @@ def test_failed_digested_write_keeps_the_old_file_and_its_record(tmp_path: Path)
             tmp.write_bytes(b"half")
             raise RuntimeError("job died")
     assert digest_path(path).read_text() == before
-    assert read_verified(path, pd.read_parquet, parquet_errors()) is not None
+    assert read_verified(path, pd.read_parquet) is not None
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_damaged_file_is_set_aside_and_named(tmp_path: Path, damage: str) -> None:
+def test_damaged_file_is_marked_and_named(tmp_path: Path, damage: str) -> None:
     path = _parquet(tmp_path / "run.parquet")
     data = bytearray(path.read_bytes())
     if damage == "truncate":
@@ -101,28 +103,97 @@ def test_damaged_file_is_set_aside_and_named(tmp_path: Path, damage: str) -> Non
         data[len(data) // 3] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError) as info:
-        read_verified(path, pd.read_parquet, parquet_errors())
+        read_verified(path, pd.read_parquet)
     text = str(info.value)
     assert text.startswith(f"{path} is damaged: its SHA-256 differs from the one recorded in "
-                           "run.parquet.sha256; set aside as run.parquet.corrupt-1. Fix: rerun "
-                           "snakemake")
+                           "run.parquet.sha256; a copy kept as run.parquet.corrupt-1, the file "
+                           "dated 1970-01-01. Fix: rerun snakemake")
     aside = tmp_path / "run.parquet.corrupt-1"
     assert aside.read_bytes() == bytes(data)
-    assert not path.exists() and not digest_path(path).exists()  # Snakemake rebuilds it
-    _parquet(path)  # a second damaged copy goes beside the first
+    # issue 27, item 8: the file stays (other jobs' declared input) but is older than
+    # any input, so Snakemake rebuilds it
+    assert path.exists() and path.stat().st_mtime == DAMAGED_MTIME and digest_path(path).exists()
+    with pytest.raises(CorruptFileError, match="corrupt-1"):  # a second reader: same copy
+        read_verified(path, pd.read_parquet)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run.parquet", "run.parquet.corrupt-1", "run.parquet.sha256"]
+    _parquet(path)  # rebuilt; damaged again: the second copy goes beside the first
     path.write_bytes(b"PAR1")
     with pytest.raises(CorruptFileError, match="corrupt-2"):
-        read_verified(path, pd.read_parquet, parquet_errors())
+        read_verified(path, pd.read_parquet)
+    assert aside.read_bytes() == bytes(data)
 
 
-def test_file_without_record_is_read_or_set_aside_when_unreadable(tmp_path: Path) -> None:
+def test_file_without_record_is_damaged(tmp_path: Path) -> None:
+    # issue 27, item 3: a file without its record was trusted when it parsed; one
+    # flipped bit often still parses
     path = _parquet(tmp_path / "old.parquet")
-    digest_path(path).unlink()  # written before outputs carried records
-    assert len(read_verified(path, pd.read_parquet, parquet_errors())) == 1000
-    path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(CorruptFileError, match=r"cannot be read \(ArrowInvalid"):
-        read_verified(path, pd.read_parquet, parquet_errors())
-    assert not path.exists() and (tmp_path / "old.parquet.corrupt-1").exists()
+    digest_path(path).unlink()
+    with pytest.raises(CorruptFileError, match=r"old\.parquet is damaged: it has no digest "
+                                               r"record old\.parquet\.sha256"):
+        read_verified(path, pd.read_parquet)
+    assert path.stat().st_mtime == DAMAGED_MTIME and (tmp_path / "old.parquet.corrupt-1").exists()
+
+
+def test_record_of_another_file_is_damage(tmp_path: Path) -> None:
+    # issue 27, item 7: a file swapped in with its own record
+    other = _parquet(tmp_path / "other.parquet")
+    path = tmp_path / "run.parquet"
+    path.write_bytes(other.read_bytes())
+    digest_path(path).write_bytes(digest_path(other).read_bytes())
+    with pytest.raises(CorruptFileError, match=r"its record run\.parquet\.sha256 is that "
+                                               r"of another file \('other\.parquet'\)"):
+        read_verified(path, pd.read_parquet)
+
+
+def _run_frame(method: str, seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"value": [0.5], "experiment": ["tiny"], "partition": ["p"],
+                         "method": [method], "split_seed": [0], "train_seed": [seed]})
+
+
+def test_expected_identity_from_the_layout() -> None:
+    assert expected_identity("/w/results/runs/tiny/p/fedavg/split0-seed1.parquet") == {
+        "kind": "run", "experiment": "tiny", "partition": "p", "method": "fedavg",
+        "split": "0", "seed": "1"}
+    assert expected_identity("results/aggregate/tiny.parquet") == {
+        "kind": "experiment_aggregate", "experiment": "tiny"}
+    assert expected_identity("results/aggregate/tiny/fedavg.parquet") == {
+        "kind": "method_aggregate", "experiment": "tiny", "method": "fedavg"}
+    assert expected_identity("results/public/digits/p/split2-digits100.parquet") == {
+        "kind": "public", "split": "2", "set": "digits100"}
+    assert expected_identity("elsewhere/run.parquet") is None
+
+
+def test_another_runs_file_with_its_record_is_named(tmp_path: Path) -> None:
+    # issue 27, item 7: another run's Parquet with a matching record failed downstream
+    # ("'test_accuracy' given twice") naming no file
+    runs = tmp_path / "results/runs/tiny/p"
+    fedavg = runs / "fedavg/split0-seed0.parquet"
+    write_parquet(_run_frame("fedavg"), fedavg)
+    assert len(read_verified(fedavg, pd.read_parquet, kinds=("run",))) == 1
+    local = runs / "local/split0-seed0.parquet"
+    local.parent.mkdir(parents=True)
+    local.write_bytes(fedavg.read_bytes())
+    digest_path(local).write_bytes(digest_path(fedavg).read_bytes())  # same file name
+    with pytest.raises(CorruptFileError) as info:
+        read_verified(local, pd.read_parquet, kinds=("run",))
+    assert str(info.value).startswith(
+        f"{local} is damaged: it holds a run (experiment=tiny, partition=p, method=fedavg, "
+        "split=0, seed=0), but its path is that of a run (experiment=tiny, partition=p, "
+        "method=local, split=0, seed=0)")
+    assert local.stat().st_mtime == DAMAGED_MTIME
+
+
+def test_a_run_where_a_partition_belongs_is_named(tmp_path: Path) -> None:
+    # issue 27, item 7: a partition replaced by a run failed with KeyError: 'index'
+    path = tmp_path / "split0.parquet"
+    write_parquet(_run_frame("fedavg"), path)
+    with pytest.raises(CorruptFileError, match=r"it holds a run \(.*method=fedavg.*\), not "
+                                               r"a partition"):
+        read_verified(path, pd.read_parquet, kinds=("partition",))
+    write_digest(path)  # the identity check is not the digest's: it says what the file is
+    with pytest.raises(CorruptFileError, match="not a partition"):
+        read_verified(path, pd.read_parquet, kinds=("partition",))
 
 
 def test_verified_file_that_fails_to_parse_is_kept(tmp_path: Path) -> None:
@@ -132,11 +203,28 @@ def test_verified_file_that_fails_to_parse_is_kept(tmp_path: Path) -> None:
         raise ValueError("reader bug")
 
     with pytest.raises(ValueError, match="reader bug"):
-        read_verified(path, broken_reader, (ValueError,))
+        read_verified(path, broken_reader)
     assert path.exists() and digest_path(path).exists()
 
 
 def test_missing_file_is_not_damage(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        read_verified(tmp_path / "none.parquet", pd.read_parquet, parquet_errors())
+        read_verified(tmp_path / "none.parquet", pd.read_parquet)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_marking_forgets_snakemakes_record_of_the_file(tmp_path: Path, monkeypatch) -> None:
+    # issue 27, item 8: with its record (its inputs' checksums) Snakemake did not
+    # rebuild an output dated older than its unchanged inputs
+    import base64
+
+    monkeypatch.chdir(tmp_path)
+    path = _parquet(tmp_path / "results/x.parquet")
+    record = tmp_path / ".snakemake/metadata" / base64.urlsafe_b64encode(
+        b"results/x.parquet").decode()  # "cmVzdWx0cy94LnBhcnF1ZXQ="
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")
+    path.write_bytes(b"PAR1")
+    with pytest.raises(CorruptFileError):
+        read_verified(path, pd.read_parquet)
+    assert not record.exists() and path.stat().st_mtime == DAMAGED_MTIME

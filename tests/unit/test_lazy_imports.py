@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from pflrepro.algorithms import ALGORITHMS, INFOS, get_algorithm
+from pflrepro.io import write_parquet
 from pflrepro.results import MetricLog, aggregate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def _run_table(path: Path, seed: int) -> Path:
               "method": "fedavg", "algorithm": "fedavg", "params": "[]", "split_seed": 0,
               "train_seed": seed, "client_training": "loop", "package_version": "0",
               "git_revision": "abc"}
-    log.to_frame(config).to_parquet(path, index=False)
+    write_parquet(log.to_frame(config), path)  # with its digest record (issue 27, item 3)
     return path
 
 

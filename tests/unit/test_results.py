@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pflrepro.io import CorruptFileError, digest_path, write_parquet
+from pflrepro.io import DAMAGED_MTIME, CorruptFileError, digest_path, write_parquet
 from pflrepro.results import CONFIG_COLUMNS, aggregate, read_table
 
 
@@ -50,7 +50,7 @@ def test_aggregate_names_and_sets_aside_every_damaged_run(tmp_path: Path) -> Non
     assert "2 of 3 input(s) damaged" in text
     for damaged in (runs[0], runs[2]):
         assert f"{damaged} is damaged" in text
-        assert not damaged.exists() and not digest_path(damaged).exists()
+        assert damaged.stat().st_mtime == DAMAGED_MTIME  # stays in place, rebuilt by snakemake
         assert damaged.with_name(damaged.name + ".corrupt-1").exists()
     assert "rerun snakemake" in text
     assert runs[1].exists() and not out.exists()
@@ -70,4 +70,39 @@ def test_read_table_checks_the_aggregate(tmp_path: Path) -> None:
     _flip(out)
     with pytest.raises(CorruptFileError, match=rf"^{out} is damaged: its SHA-256 differs"):
         read_table(out)
-    assert not out.exists()
+    assert out.stat().st_mtime == DAMAGED_MTIME and digest_path(out).exists()
+
+
+def test_aggregates_say_what_they_are_and_a_swapped_one_is_named(tmp_path: Path) -> None:
+    # issue 27, item 7: an experiment aggregate replaced by a method aggregate was read
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from pflrepro.io import KIND_KEY, stored_identity
+
+    root = tmp_path / "results/aggregate"
+    runs = [_run(tmp_path / f"r{i}.parquet", i) for i in range(2)]
+    method_agg = root / "experiment/method.parquet"
+    aggregate(runs, method_agg)
+    assert stored_identity(method_agg) == {"kind": "method_aggregate",
+                                           "experiment": "experiment", "method": "method"}
+    experiment_agg = root / "experiment.parquet"
+    aggregate([method_agg], experiment_agg)
+    assert stored_identity(experiment_agg) == {"kind": "experiment_aggregate",
+                                               "experiment": "experiment"}
+    assert KIND_KEY in pq.read_schema(experiment_agg).metadata
+    assert len(read_table(experiment_agg)) == 400
+    first = experiment_agg.read_bytes()
+    aggregate([method_agg], experiment_agg)
+    assert experiment_agg.read_bytes() == first  # deterministic bytes
+    shutil.copy(method_agg, experiment_agg)
+    shutil.copy(digest_path(method_agg), digest_path(experiment_agg))
+    digest_path(experiment_agg).write_text(
+        digest_path(method_agg).read_text().replace("method.parquet", "experiment.parquet"))
+    with pytest.raises(CorruptFileError) as info:
+        read_table(experiment_agg)
+    assert str(info.value).startswith(
+        f"{experiment_agg} is damaged: it holds a method aggregate (experiment=experiment, "
+        "method=method), but its path is that of an experiment aggregate "
+        "(experiment=experiment)")

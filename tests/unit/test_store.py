@@ -86,7 +86,7 @@ def test_unreadable_meta_or_missing_array_names_the_fix(tmp_path):
     with pytest.raises(CorruptDataset, match="y.npy is missing; .*delete the folder"):
         load_dataset(tmp_path)
     (tmp_path / "meta.json").write_text("{ not json")
-    with pytest.raises(CorruptDataset, match="meta.json cannot be read.*delete the folder"):
+    with pytest.raises(CorruptDataset, match="meta.json: cannot be read.*delete the folder"):
         load_dataset(tmp_path)
 
 
@@ -97,7 +97,7 @@ def test_missing_and_mismatched(tmp_path):
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
     meta = json.loads((tmp_path / "meta.json").read_text())
     (tmp_path / "meta.json").write_text(json.dumps({**meta, "size": 49}))
-    with pytest.raises(ValueError, match="do not match meta.json"):
+    with pytest.raises(ValueError, match="x.npy: shape .*but meta.json says"):
         load_dataset(tmp_path)
 
 
@@ -169,6 +169,10 @@ def test_load_extras_checks_their_sums(tmp_path):
     np.save(tmp_path / "writer.npy", np.arange(50) % 5)  # changed after meta.json
     with pytest.raises(CorruptDataset, match=r"writer\.npy: sha256 .* delete the folder"):
         load_extras(tmp_path)
+    assert (tmp_path / "writer.npy.corrupt-1").exists()  # set aside, x.npy removed
+    assert not (tmp_path / "writer.npy").exists() and not (tmp_path / "x.npy").exists()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    np.save(tmp_path / "writer.npy", np.arange(50) % 5)
     assert sorted(load_extras(tmp_path, verify=False)) == ["writer"]
     np.save(tmp_path / "domain.npy", np.arange(50) % 4)  # never recorded
     np.save(tmp_path / "writer.npy", np.arange(50) % 7)
@@ -185,3 +189,44 @@ def test_load_extras_refuses_pickles(tmp_path):
 def test_load_extras_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_extras(tmp_path / "absent")
+
+
+# ------------------------------------------------------------------ damage is rebuilt
+# issue 27, item 4: a damaged prepared data set named the file but set nothing aside,
+# so every rerun failed the same way until the user deleted the folder
+
+
+@pytest.mark.parametrize("damage", ["flip_x", "truncate_y"])
+def test_damaged_array_is_set_aside_so_snakemake_prepares_again(tmp_path, damage):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    name = "x.npy" if damage == "flip_x" else "y.npy"
+    raw = bytearray((tmp_path / name).read_bytes())
+    if damage == "flip_x":
+        raw[-1] ^= 0xFF
+    else:
+        del raw[len(raw) // 2:]
+    (tmp_path / name).write_bytes(bytes(raw))
+    with pytest.raises(CorruptDataset) as err:
+        load_dataset(tmp_path)
+    assert f"{tmp_path / name}: sha256" in str(err.value)
+    assert f"set aside as {name}.corrupt-1" in str(err.value)
+    assert "rerun snakemake" in str(err.value)
+    # the declared output of prepare_data is missing now: Snakemake prepares the set again
+    assert not (tmp_path / name).exists()
+    assert (tmp_path / f"{name}.corrupt-1").read_bytes() == bytes(raw)
+    assert (tmp_path / "meta.json").exists()  # other jobs' declared input stays
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    np.testing.assert_array_equal(load_dataset(tmp_path).x, x)
+
+
+def test_garbage_meta_is_kept_in_place_and_x_removed(tmp_path):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    (tmp_path / "meta.json").write_text("\x00garbage")
+    with pytest.raises(CorruptDataset, match=r"meta\.json: cannot be read .*a copy kept as "
+                                             r"meta\.json\.corrupt-1, x\.npy removed"):
+        load_dataset(tmp_path)
+    assert (tmp_path / "meta.json").read_text() == "\x00garbage"  # input of other jobs
+    assert (tmp_path / "meta.json.corrupt-1").read_text() == "\x00garbage"
+    assert not (tmp_path / "x.npy").exists()  # so Snakemake runs prepare_data again

@@ -20,6 +20,8 @@ import pytest
 import yaml
 from _wf import new_workdir, planned_jobs, snakemake, start_snakemake
 
+from pflrepro.io import DAMAGED_MTIME
+
 TINY = Path(__file__).with_name("config.yaml")
 RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
 
@@ -228,7 +230,7 @@ def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -
 
 # ------------------------------------------------- issue 17: damaged outputs, foreign code
 def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
-    """Truncate ``path``; the next run names it and sets it aside, the one after rebuilds.
+    """Truncate ``path``; the next run names it and marks it damaged, the one after rebuilds.
 
     Returns the failing run. Leaves ``built`` as complete as before (and the aside gone).
     """
@@ -241,8 +243,11 @@ def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
     failed = snakemake(built, check=False)
     assert failed.returncode != 0, failed.stdout + failed.stderr
     aside = path.with_name(path.name + ".corrupt-1")
-    assert not path.exists() and aside.read_bytes() == original[: len(original) // 2]
-    snakemake(built)  # the damaged file is missing now, so this rebuilds it
+    assert aside.read_bytes() == original[: len(original) // 2]
+    # the damaged file stays in place, dated at the epoch (pflrepro.io.mark_damaged), so
+    # that jobs reading it fail naming it instead of Snakemake's "Missing files"
+    assert path.stat().st_mtime == DAMAGED_MTIME
+    snakemake(built)  # the damaged file is older than its inputs now: this rebuilds it
     aside.unlink()
     assert path.read_bytes() == original  # the same bytes: seeded, deterministic
     assert (built / "results/tables/tiny.csv").read_bytes() == table

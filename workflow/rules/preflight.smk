@@ -11,8 +11,24 @@
 #    reports a YAML syntax error or an empty file naming neither the file nor the line.
 #    (Files given with --configfile are read by Snakemake before any of this runs;
 #    `pflrepro check-config FILE...` reports their errors with file and line.)
+# 3. The jobs run this workflow's code too: a rule calls `{params.python:q} -m pflrepro
+#    --require-source {params.source:q} ...` with PFLREPRO_PYTHON and PFLREPRO_SRC below,
+#    not whichever `pflrepro` comes first on the job's PATH (another clone's wrapper there
+#    would pass check 1, which sees only Snakemake's own Python). PFLREPRO_PYTHON is the
+#    interpreter running Snakemake (the one check 1 vouched for); under --use-conda or
+#    --use-apptainer it is the job environment's `python` (conda's env has this clone
+#    installed by workflow/envs/pflrepro.post-deploy.sh), and --require-source makes
+#    the job refuse, naming both paths, when that Python imports pflrepro from anywhere
+#    but PFLREPRO_SRC. Both are Path objects: Snakemake records and compares only plain
+#    params (str, numbers, containers) for its params rerun trigger, so a moved venv or
+#    clone reruns no job.
+# 4. A file where the workflow writes a directory (results/, results/runs, figures/,
+#    logs/, data/raw) is refused here, naming it, before Snakemake meets it as a bare
+#    NotADirectoryError.
 
 import os
+import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -29,7 +45,31 @@ if _IMPORTED_SOURCE != _OWN_SOURCE and os.environ.get("PFLREPRO_ANY_SOURCE") != 
         "purpose, set PFLREPRO_ANY_SOURCE=1."
     )
 
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+_JOB_ENVS = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
+PFLREPRO_PYTHON = Path(
+    "python" if _JOB_ENVS & set(workflow.deployment_settings.deployment_method)
+    else sys.executable)
+PFLREPRO_SRC = Path(os.path.dirname(_OWN_SOURCE))
+
 import pflrepro.config as C
+import pflrepro.workflow as W
+
+
+def _output_dirs():
+    """The fixed directories the rules write under (results/runs, figures, ...)."""
+    patterns = [v for k, v in vars(W).items() if k.isupper() and isinstance(v, str)
+                and v.split("/")[0] in ("results", "figures", "logs")]
+    return sorted({os.path.dirname(p.split("{")[0]) for p in patterns} | {"logs", "data/raw"})
+
+
+for _dir in _output_dirs():
+    for _part in [Path(_dir), *Path(_dir).parents][::-1]:
+        if str(_part) != "." and (_part.exists() or _part.is_symlink()) and not _part.is_dir():
+            raise WorkflowError(
+                f"{os.path.abspath(_part)} is a file, but the workflow writes the directory "
+                f"{_dir} there: move it away (or run in another working directory, -d)")
 
 try:
     C.check_config_files([os.path.abspath("config.yaml")])

@@ -18,6 +18,9 @@ rule train:
     params:
         spec=run_spec,
         public=train_public_args,
+        # this workflow's interpreter and src/ (preflight.smk; not rerun triggers)
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     threads: 1
     resources:
         gpu=train_resources("gpu"),
@@ -30,6 +33,7 @@ rule train:
     conda:
         ENV
     shell:
-        "pflrepro train --spec {params.spec:q} --data {input.meta:q} --partition {input.partition:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " train --spec {params.spec:q} --data {input.meta:q} --partition {input.partition:q}"
         " --checkpoint {output:q}.ckpt {params.public:q}"
         " --threads {threads:q} --partial --out {output:q} > {log:q} 2>&1"

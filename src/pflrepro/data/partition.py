@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from pflrepro.io import atomic_digested_path, parquet_errors, read_verified
+from pflrepro.io import atomic_digested_path, read_verified
 from pflrepro.seeding import numpy_generator
 
 if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
@@ -256,13 +256,14 @@ def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,
 def read_partition(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a partition table and the metadata :func:`write_partition` stored.
 
-    The file is checked against its digest record first; a damaged one is set aside
-    (so that Snakemake writes it again) and :class:`pflrepro.io.CorruptFileError`
-    names it (:func:`pflrepro.io.read_verified`).
+    The file is checked against its digest record and what it says it is first (a
+    partition, and under ``results/partitions/`` the one of its path); a damaged one is
+    marked for rebuilding (so that Snakemake writes it again) and
+    :class:`pflrepro.io.CorruptFileError` names it (:func:`pflrepro.io.read_verified`).
     """
     import pyarrow.parquet as pq
 
-    table = read_verified(path, pq.read_table, parquet_errors())
+    table = read_verified(path, pq.read_table, kinds=("partition",))
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
     return table.to_pandas(), meta
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pflrepro.io import atomic_digested_path, parquet_errors, read_verified
+from pflrepro.io import atomic_digested_path, read_verified
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
 METADATA_KEY = b"pflrepro.public"
@@ -72,10 +72,12 @@ def write_public(indices: np.ndarray, path: str, *, dataset: str, seed: int) -> 
 def read_public(path: str) -> tuple[np.ndarray, dict[str, Any]]:
     """Read the rows and the metadata :func:`write_public` stored.
 
-    Checked against the file's digest record first; a damaged file is set aside and
-    :class:`pflrepro.io.CorruptFileError` names it (:func:`pflrepro.io.read_verified`).
+    Checked against the file's digest record and what it says it is (a public set,
+    and under ``results/public/`` the one of its path) first; a damaged file is marked
+    for rebuilding and :class:`pflrepro.io.CorruptFileError` names it
+    (:func:`pflrepro.io.read_verified`).
     """
-    table = read_verified(path, pq.read_table, parquet_errors())
+    table = read_verified(path, pq.read_table, kinds=("public",))
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
     if table.column_names != ["index"]:
         raise ValueError(f"{path}: expected one column 'index', got {table.column_names}")

@@ -18,6 +18,15 @@ every time by default (:class:`CorruptDataset` otherwise): hashing is cheap next
 a training job (about 0.06 s for Fashion-MNIST's 55 MB ``x.npy``, 0.2 s for
 CIFAR-10's 184 MB, on one core with SHA extensions) and, unlike a stamp keyed by
 size and mtime, it also catches bytes changed in place.
+
+A damaged data set is made to be prepared again, as damaged runs are rebuilt
+(:func:`_damaged`): a damaged array is set aside as ``<name>.npy.corrupt-<n>``; a
+damaged ``meta.json``, which other jobs take as their input, stays in place (a copy
+kept as ``meta.json.corrupt-<n>``), and ``x.npy`` is removed instead. ``x.npy`` and
+``y.npy`` are outputs of the workflow's ``prepare_data`` but no job's input, so the
+next ``snakemake`` sees one missing and prepares the set again, while the jobs of the
+running one still find the inputs they declared (a vanished input would abort them
+all, ``--keep-going`` or not).
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pflrepro.io import atomic_path, sha256_file, write_text
+from pflrepro.io import atomic_path, mark_damaged, set_aside, sha256_file, write_text
 
 FORMAT_VERSION = 1
 #: Images per chunk when computing the normalisation constants.
@@ -45,6 +54,33 @@ class CorruptDataset(ValueError):
 def _fix(directory: Path) -> str:
     return (f"the prepared data set is damaged; delete the folder {directory}/ and rerun "
             "(Snakemake then prepares it again)")
+
+
+def _damaged(directory: Path, file: Path, why: str) -> CorruptDataset:
+    """Make the data set in ``directory`` be prepared again; the error naming ``file``.
+
+    An array (``x.npy``, ``y.npy`` or an extra) is set aside as ``.corrupt-<n>``;
+    ``meta.json`` is copied aside and stays (it is other jobs' declared input). When
+    the set-aside file is not ``x.npy`` or ``y.npy`` (outputs of ``prepare_data``),
+    ``x.npy`` is removed too, so that Snakemake sees an output missing. Another job
+    may have done either already.
+    """
+    done = []
+    try:
+        if file.name == "meta.json":
+            done.append(f"a copy kept as {mark_damaged(file).name}")
+        else:
+            done.append(f"set aside as {set_aside(file).name}")
+    except FileNotFoundError:
+        done.append("already set aside by another job")
+    if file.name not in _CORE_ARRAYS and (directory / "x.npy").exists():
+        (directory / "x.npy").unlink(missing_ok=True)
+        done.append("x.npy removed")
+    return CorruptDataset(
+        f"{file}: {why}; the file is damaged, {', '.join(done)}. Fix: rerun snakemake: an "
+        f"output of the data set's preparation is now missing, so Snakemake prepares "
+        f"{directory}/ again and rebuilds what is made from it (outside Snakemake: delete "
+        f"the folder {directory}/ and rerun)")
 
 
 @dataclass(frozen=True)
@@ -186,19 +222,22 @@ def load_extras(directory: str | Path, *, verify: bool = True) -> dict[str, np.n
         try:
             recorded = json.loads(meta_path.read_text(encoding="utf-8")).get(
                 "extras_sha256", {})
-        except (OSError, ValueError) as exc:
-            raise CorruptDataset(f"{meta_path} cannot be read ({type(exc).__name__}: "
-                                 f"{exc}); {_fix(directory)}") from exc
+        except FileNotFoundError as exc:
+            raise CorruptDataset(f"{meta_path} is missing; {_fix(directory)}") from exc
+        except (OSError, ValueError, AttributeError) as exc:
+            raise _damaged(directory, meta_path, f"cannot be read ({type(exc).__name__}: "
+                                                 f"{exc})") from exc
         for path in files:
             expected = recorded.get(path.stem)
             if expected is None:
-                raise CorruptDataset(f"{path}: {meta_path} records no sha256 for it (an "
-                                     f"extra array written after the data set, or a data "
-                                     f"set prepared by an older version); {_fix(directory)}")
+                raise _damaged(directory, path, f"{meta_path.name} records no sha256 for it "
+                                                f"(an extra array written after the data "
+                                                f"set, or a data set prepared by an older "
+                                                f"version)")
             actual = sha256_file(path)
             if actual != expected:
-                raise CorruptDataset(f"{path}: sha256 {actual}, but {meta_path} records "
-                                     f"{expected}; {_fix(directory)}")
+                raise _damaged(directory, path, f"sha256 {actual}, but {meta_path.name} "
+                                                f"records {expected}")
     return {path.stem: np.load(path, mmap_mode="r", allow_pickle=False) for path in files}
 
 
@@ -221,8 +260,8 @@ def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:
         raw["std"] = tuple(raw["std"])
         meta = DatasetMeta(**raw)
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
-        raise CorruptDataset(f"{meta_path} cannot be read ({type(exc).__name__}: {exc}); "
-                             f"{_fix(directory)}") from exc
+        raise _damaged(directory, meta_path,
+                       f"cannot be read ({type(exc).__name__}: {exc})") from exc
     if meta.format_version != FORMAT_VERSION:
         raise ValueError(f"{directory}: format version {meta.format_version}, expected "
                          f"{FORMAT_VERSION}; prepare the data set again")
@@ -233,14 +272,15 @@ def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:
         for fname, expected in (("x.npy", meta.x_sha256), ("y.npy", meta.y_sha256)):
             actual = sha256_file(directory / fname)
             if actual != expected:
-                raise CorruptDataset(f"{directory / fname}: sha256 {actual}, but {meta_path} "
-                                     f"records {expected}; {_fix(directory)}")
-    try:
-        x = np.load(directory / "x.npy", mmap_mode="r", allow_pickle=False)
-        y = np.load(directory / "y.npy", mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:  # not a valid .npy file
-        raise CorruptDataset(f"{directory}: {exc}; {_fix(directory)}") from exc
-    if x.shape != (meta.size, *meta.shape) or y.shape != (meta.size,):
-        raise CorruptDataset(f"{directory}: arrays {x.shape}/{y.shape} do not match "
-                             f"meta.json; {_fix(directory)}")
-    return ArrayDataset(x=x, y=y, meta=meta)
+                raise _damaged(directory, directory / fname,
+                               f"sha256 {actual}, but {meta_path.name} records {expected}")
+    arrays = {}
+    for fname, shape in (("x.npy", (meta.size, *meta.shape)), ("y.npy", (meta.size,))):
+        try:
+            arrays[fname] = np.load(directory / fname, mmap_mode="r", allow_pickle=False)
+        except ValueError as exc:  # not a valid .npy file
+            raise _damaged(directory, directory / fname, str(exc)) from exc
+        if arrays[fname].shape != shape:
+            raise _damaged(directory, directory / fname,
+                           f"shape {arrays[fname].shape}, but meta.json says {shape}")
+    return ArrayDataset(x=arrays["x.npy"], y=arrays["y.npy"], meta=meta)

@@ -1,0 +1,45 @@
+"""A damaged partition under ``--keep-going`` (issue 27, item 8).
+
+The job that found the partition damaged renamed it away, so the next job declaring
+it as input failed in Snakemake's own input check ("Missing files after 5 seconds"),
+which aborts the whole scheduler: no ``onerror``, no partial table. Now the damaged
+file stays, dated 1970 (1 s): every job reading it fails naming it, the others finish, the
+partial table is written, and the next Snakemake rebuilds the partition.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from _wf import TINY, new_workdir, planned_jobs, snakemake
+
+from pflrepro.io import DAMAGED_MTIME
+
+pytestmark = pytest.mark.workflow
+
+
+def test_damaged_partition_under_keep_going_leaves_a_partial_table(tmp_path: Path) -> None:
+    config = yaml.safe_load(TINY.read_text())
+    tiny = config["experiments"]["tiny"]
+    config["methods"] = {m: config["methods"][m] for m in ("local", "fedavg")}
+    tiny.update(methods=["local", "fedavg"], train_seeds=[0])
+    tiny.pop("public")
+    work = new_workdir(tmp_path / "wf", config)
+    snakemake(work)
+    partition = sorted((work / "results/partitions/digits").rglob("split0.parquet"))[0]
+    data = bytearray(partition.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    partition.write_bytes(bytes(data))  # newer than the runs: its readers rerun
+    proc = snakemake(work, "--keep-going", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "Missing files after" not in out, out
+    assert f"{partition.relative_to(work)} is damaged" in out, out
+    md = (work / "results/partial/tiny.md").read_text()
+    assert "PARTIAL: tiny, 2 of 4 runs" in md, md
+    assert partition.stat().st_mtime == DAMAGED_MTIME
+    assert partition.with_name("split0.parquet.corrupt-1").read_bytes() == bytes(data)
+    rebuilt = {(rule, wc.get("partition")) for rule, wc in planned_jobs(snakemake(work, "-n"))}
+    assert ("partition", partition.parent.name) in rebuilt, rebuilt
