@@ -626,6 +626,14 @@ def tuned_run_spec_json(cfg: WorkflowConfig, wildcards: Any,
     return canonical_json(spec)
 
 
+def read_selection(path: str) -> dict[str, Any]:
+    """A tune-select job's selection file (:func:`pflrepro.tuning.selection_json`)."""
+    import json
+
+    with open(path) as fh:
+        return dict(json.load(fh))
+
+
 def tune_targets(cfg: WorkflowConfig) -> list[str]:
     """Tuning tables, selections and figures of the selected scale's experiments."""
     out: list[str] = []

@@ -9,13 +9,16 @@
 # values changed (their spec changed).
 
 
+wildcard_constraints:
+    point=r"[A-Za-z0-9_.+-]+",
+
+
 def final_run_spec(wildcards):
     if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
         return W.run_spec_json(CFG, wildcards)
     path = checkpoints.tune_select.get(experiment=wildcards.experiment,
                                        method=wildcards.method).output.selection
-    with open(path) as fh:
-        return W.tuned_run_spec_json(CFG, wildcards, json.load(fh))
+    return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
 
 
 def tuning_selection_input(wildcards):
@@ -91,9 +94,10 @@ checkpoint tune_select:
     input:
         tune_runs,
     output:
+        # first: the file a train job's params wait for (Snakemake names the first)
+        selection=W.TUNE_SELECTION,
         md=W.pattern(W.TUNE_TABLE, ext="md"),
         csv=W.pattern(W.TUNE_TABLE, ext="csv"),
-        selection=W.TUNE_SELECTION,
         pdf=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="pdf"),
         png=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="png"),
     params:
