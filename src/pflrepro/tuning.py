@@ -483,11 +483,12 @@ def add_subcommands(sub: Any) -> None:
                        "each client's training rows, a seeded fraction held out; test rows "
                        "dropped")
     p.add_argument("--partition", required=True)
-    p.add_argument("--fraction", type=float, default=DEFAULT_FRACTION)
+    p.add_argument("--fraction", default=str(DEFAULT_FRACTION), help="share held out "
+                   "(a number in (0, 1))")
     p.add_argument("--seed", type=int, required=True, help="the split seed")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out, a.fraction,
-                                                             a.seed))
+    p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out,
+                                                             float(a.fraction), a.seed))
 
     p = sub.add_parser("tune-select", help="score tuning runs on validation, select values, "
                        "write the tuning table (Markdown, CSV), figure and selection")
