@@ -187,6 +187,8 @@ class ExperimentConfig:
     partition_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     public: PublicConfig | None = None
     seed_pairing: str = "grid"
+    #: Unstated hyperparameters selected on validation (:mod:`pflrepro.tuning`), or None.
+    tune: Any = None
 
     def __post_init__(self) -> None:
         where = f"experiments.{self.name}"
@@ -700,7 +702,7 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             public=_public(spec.get("public"), f"{where}.public"),
             seed_pairing=str(spec.get("seed_pairing", "grid")),
         )
-        exp = experiments[name]
+        exp = experiments[name] = _with_tune(experiments[name], spec.get("tune"), methods)
         for m in exp.methods:
             info = algorithm_info(methods[m].algorithm)
             t = exp.training
@@ -1003,3 +1005,20 @@ def check(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> Wor
     """:func:`check_schema`, then :func:`parse`: what ``common.smk`` does."""
     check_schema(raw, schema)
     return parse(raw)
+
+
+def _with_tune(exp: ExperimentConfig, spec: Any,
+               methods: Mapping[str, MethodConfig]) -> ExperimentConfig:
+    """``exp`` with its ``tune:`` block parsed (:func:`pflrepro.tuning.parse_tune`)."""
+    from pflrepro.tuning import TuneError, parse_tune, tunable_keys
+
+    if spec is None:
+        return exp
+    own = {m: methods[m].params for m in exp.methods}
+    tunable = {m: tunable_keys(methods[m].algorithm) for m in exp.methods}
+    try:
+        tune = parse_tune(spec, f"experiments.{exp.name}.tune", own, tunable,
+                          exp.training.rounds)
+    except TuneError as err:
+        raise ConfigError(str(err)) from err
+    return dataclasses.replace(exp, tune=tune)

@@ -235,6 +235,42 @@ def _experiment_schema() -> dict[str, Any]:
                                    "description": RESOURCE_DOCS[k]}
                                for k, v in DEFAULT_RESOURCES.items()},
             },
+            "tune": _tune_schema(),
+        },
+    }
+
+
+def _tune_schema() -> dict[str, Any]:
+    """An experiment's ``tune:`` block (:mod:`pflrepro.tuning`; checked in detail there)."""
+    from pflrepro.tuning import CRITERIA, DEFAULT_FRACTION
+
+    grid = {"oneOf": [
+        {"type": "array", "items": {"type": "number"}, "minItems": 1},
+        {"type": "object", "additionalProperties": False, "required": ["log", "num"],
+         "properties": {"log": {"type": "array", "items": {"type": "number",
+                                                            "exclusiveMinimum": 0},
+                                "minItems": 2, "maxItems": 2},
+                        "num": {"type": "integer", "minimum": 2}}}]}
+    return {
+        "type": "object", "additionalProperties": False, "required": ["methods"],
+        "description": "Hyperparameters the papers leave unstated, selected on validation "
+                       "rows carved from each client's training rows (never the test rows).",
+        "properties": {
+            "methods": {"type": "object", "description": "method -> {key: grid}; a grid is "
+                        "a list or {log: [lo, hi], num: n}; a key the method fixes is not "
+                        "tuned.",
+                        "additionalProperties": {"type": "object",
+                                                 "additionalProperties": grid}},
+            "rounds": {"type": "integer", "minimum": 1,
+                       "description": "Rounds of each tuning run (default: the experiment's)."},
+            "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                      "minItems": 1, "description": "Training seeds of the tuning runs."},
+            "fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
+                         "default": DEFAULT_FRACTION,
+                         "description": "Share of each client's training rows held out."},
+            "criterion": {"type": "string", "enum": list(CRITERIA), "default": "best_mean",
+                          "description": "best_mean: best over rounds of the mean client "
+                                         "validation accuracy; final_mean: its last round."},
         },
     }
 

@@ -543,3 +543,104 @@ def report_table_names(targets: Iterable[str]) -> list[str]:
     pattern_ = re.compile(r"^results/report/([^/]+)\.html$")
     return [m.group(1) for t in targets if (m := pattern_.match(t))]
 
+
+
+# --------------------------------------------------------------------------- tuning
+#: A tuning experiment's validation partition (:func:`pflrepro.tuning.validation_partition`).
+TUNE_PARTITION = "results/tuning/{experiment}/partitions/{partition}/split{split}.parquet"
+#: One tuning run: a grid point (``{point}``: :func:`pflrepro.tuning.point_id`).
+TUNE_RUN = ("results/tuning/{experiment}/runs/{partition}/{method}/{point}/"
+            "split{split}-seed{seed}.parquet")
+#: Every value tried and its validation score (``ext``: md, csv), and the selection.
+TUNE_TABLE = "results/tuning/{experiment}/{method}.{ext}"
+TUNE_SELECTION = "results/tuning/{experiment}/{method}.json"
+#: FIGURE's ``kind`` of the tuning figure (validation score against the value).
+TUNE_KIND = "tuning-{method}"
+
+
+def tuned_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
+    """Methods of ``experiment`` whose hyperparameters its ``tune:`` block selects."""
+    tune = cfg.experiments[experiment].tune
+    return [] if tune is None else [m for m in cfg.experiments[experiment].methods
+                                    if m in tune.methods]
+
+
+def tune_trials(cfg: WorkflowConfig, experiment: str, method: str) -> list[dict[str, Any]]:
+    """Every tuning run of one method: ``{point, partition, split, seed}``, in order."""
+    from pflrepro.tuning import grid_points
+
+    exp = cfg.experiments[experiment]
+    tune = exp.tune
+    return [{"point": point, "partition": p.id, "split": split, "seed": seed}
+            for p in exp.partitions for split in exp.split_seeds
+            for point in grid_points(tune.methods[method]) for seed in tune.seeds]
+
+
+def tune_run_paths(cfg: WorkflowConfig, experiment: str, method: str) -> list[str]:
+    """The tuning runs of one method, in the order of :func:`tune_trials`."""
+    from pflrepro.tuning import point_id
+
+    return [TUNE_RUN.format(experiment=experiment, partition=t["partition"], method=method,
+                            point=point_id(t["point"]), split=t["split"], seed=t["seed"])
+            for t in tune_trials(cfg, experiment, method)]
+
+
+def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:
+    """The tune-select job's plan (a param: a changed grid or budget reruns it)."""
+    exp = cfg.experiments[experiment]
+    tune = exp.tune
+    grids = tune.methods[method]
+    return canonical_json({
+        "algorithm": cfg.methods[method].algorithm, "fixed": dict(cfg.methods[method].params),
+        "clients": {p.id: p.clients for p in exp.partitions},
+        "grids": {g.key: list(g.values) for g in grids},
+        "log": [g.key for g in grids if g.log], "criterion": tune.criterion,
+        "rounds": tune.rounds, "seeds": list(tune.seeds), "fraction": tune.fraction,
+        "trials": tune_trials(cfg, experiment, method)})
+
+
+def tune_run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
+    """A tuning run's spec: the final run's, with the grid point's params and the budget."""
+    from pflrepro.tuning import grid_points, point_id, tied_params
+
+    exp = cfg.experiments[wildcards.experiment]
+    method = cfg.methods[wildcards.method]
+    points = {point_id(p): p for p in grid_points(exp.tune.methods[wildcards.method])}
+    point = points[wildcards.point]
+    spec = cfg.run_spec(_key(wildcards))
+    clients = exp.partition(wildcards.partition).clients
+    spec["params"] = {**method.params,
+                      **tied_params(method.algorithm, point, clients, method.params)}
+    spec["training"] = {**spec["training"], "rounds": exp.tune.rounds}
+    return canonical_json(spec)
+
+
+def tuned_run_spec_json(cfg: WorkflowConfig, wildcards: Any,
+                        selection: Mapping[str, Any]) -> str:
+    """A final run's spec with the values the tuning selected (its ``params``)."""
+    from pflrepro.tuning import selected_params
+
+    spec = cfg.run_spec(_key(wildcards))
+    spec["params"] = {**spec["params"],
+                      **selected_params(selection, wildcards.partition, int(wildcards.split))}
+    return canonical_json(spec)
+
+
+def read_selection(path: str) -> dict[str, Any]:
+    """A tune-select job's selection file (:func:`pflrepro.tuning.selection_json`)."""
+    import json
+
+    with open(path) as fh:
+        return dict(json.load(fh))
+
+
+def tune_targets(cfg: WorkflowConfig) -> list[str]:
+    """Tuning tables, selections and figures of the selected scale's experiments."""
+    out: list[str] = []
+    for name in chosen_experiments(cfg):
+        for m in tuned_methods(cfg, name):
+            out += [TUNE_TABLE.format(experiment=name, method=m, ext=ext) for ext in ("md", "csv")]
+            out.append(TUNE_SELECTION.format(experiment=name, method=m))
+            out += [FIGURE.format(experiment=name, kind=pattern(TUNE_KIND, method=m), ext=ext)
+                    for ext in ("pdf", "png")]
+    return out

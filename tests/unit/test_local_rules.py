@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
-CLUSTER_RULES = {"train"}
+CLUSTER_RULES = {"train", "tune_train"}  # training jobs: the tuning runs too
 
 
 def rule_blocks(text: str) -> dict[str, list[str]]:

@@ -94,7 +94,7 @@ def test_scanner_sees_every_rule_and_its_files() -> None:
     found: dict[tuple[str, str], list[str]] = {}
     for path in RULE_FILES:
         text = path.read_text()
-        rules |= set(re.findall(r"^rule (\w+):", text, re.MULTILINE))
+        rules |= set(re.findall(r"^(?:rule|checkpoint) (\w+):", text, re.MULTILINE))
         found |= directive_literals(text)
     assert len(rules) > 15 and "train" in rules
     assert {r for r, d in found if d == "output"} == rules - {"all"}

@@ -11,12 +11,13 @@
 rule train:
     input:
         unpack(train_public_inputs),
+        unpack(tuning_selection_input),
         meta=experiment_input("meta"),
         partition=experiment_input("partition"),
     output:
         W.RUN,
     params:
-        spec=run_spec,
+        spec=final_run_spec,
         public=train_public_args,
         # this workflow's interpreter and src/ (preflight.smk; not rerun triggers)
         python=PFLREPRO_PYTHON,

@@ -39,6 +39,8 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 * the client's local optimisation *starts from u_i* (the common choice; the exact
   minimiser does not depend on the start) and runs the engine's usual local steps;
   clients keep their own optimiser state across rounds, as in FedAvg here;
+* tuning (:mod:`pflrepro.tuning`) ties α = σ/K and λ = prox · α to the tuned σ and
+  prox = λ/α (:meth:`FedAMP.tied_values`), so ξ_ii ≥ 0 holds at every grid point;
 * α_k = ``alpha`` is constant over rounds;
 * ξ_ii < 0 (α too large for σ at the current distances) raises ValueError — a
   negative self weight makes u_i an extrapolation, not a convex combination, and is
@@ -52,7 +54,7 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -154,6 +156,21 @@ class FedAMP(Algorithm):
                "exp(−‖w_i − w_j‖²/σ), proximal local training.")
     Hyper = FedAMPHyper
     records = (WEIGHT, MODEL_DISTANCE)
+    #: Keys a ``tune:`` block may name besides the hyperparameters (:mod:`pflrepro.tuning`).
+    TUNE_KEYS = {"prox": "λ/α, the client's proximal coefficient (λ = prox · α; default 1)"}
+
+    @staticmethod
+    def tied_values(values: dict[str, Any], clients: int) -> dict[str, Any]:
+        """Hyperparameters of a tuning grid point (``values``: the point and fixed keys).
+
+        α = σ/K unless given: at zero distance every peer and the client itself weigh
+        1/K (FedAvg's mean), and α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances; λ =
+        prox · α (prox = λ/α, default 1 as the reference code's λ = α_K = 1).
+        """
+        sigma = float(values.get("sigma", FedAMPHyper.sigma))
+        alpha = float(values.get("alpha", sigma / clients))
+        lam = float(values.get("lam", float(values.get("prox", 1.0)) * alpha))
+        return {"sigma": sigma, "alpha": alpha, "lam": lam}
 
     def init(self) -> State:
         """One shared model copied to every client, an optimiser state per client.

@@ -19,7 +19,7 @@ Choices where the paper is silent (besides FedAMP's, which apply here too):
   gave same-group peers 1.1× the weight of other peers, σ = 50 and 100 gave 2×,
   all three within a point of accuracy;
 * α only sets the proximal coefficient λ/α (ξ does not depend on it); λ = α = 1 as
-  for FedAMP;
+  for FedAMP; tuning (:mod:`pflrepro.tuning`) sets λ = prox · α from a tuned prox = λ/α;
 * parameter norms are clamped at 1e-8 in the cosine (a zero vector has similarity 0
   with everything, as with ``torch.nn.functional.cosine_similarity``);
 * at least 2 clients are required (there are no others to attend to otherwise).
@@ -28,6 +28,7 @@ Choices where the paper is silent (besides FedAMP's, which apply here too):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
@@ -81,6 +82,20 @@ class HeurFedAMP(FedAMP):
     summary = ("HeurFedAMP (Huang et al. 2021): FedAMP with a fixed self-attention and a "
                "softmax of scaled cosine similarities over the other clients.")
     Hyper = HeurFedAMPHyper
+    TUNE_KEYS = {"prox": "λ/α, the client's proximal coefficient (λ = prox · α; default 1)"}
+
+    @staticmethod
+    def tied_values(values: dict[str, Any], clients: int) -> dict[str, Any]:
+        """Hyperparameters of a tuning grid point: the point, and λ = prox · α.
+
+        σ and ξ_ii (``self_attention``) are tuned as they are; α only scales λ/α, so a
+        tuned prox = λ/α sets λ = prox · α (α: given, else the default 1).
+        """
+        out = {k: v for k, v in values.items() if k != "prox"}
+        if "prox" in values and "lam" not in values:
+            alpha = float(values.get("alpha", HeurFedAMPHyper.alpha))
+            out["lam"] = float(values["prox"]) * alpha
+        return out
 
     def init(self) -> State:
         """FedAMP's initial state; fewer than 2 clients raise ValueError."""

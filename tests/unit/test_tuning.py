@@ -1,0 +1,177 @@
+"""pflrepro.tuning: grids, tied values, the validation partition, selection, outputs."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pflrepro import results as R
+from pflrepro import tuning as T
+from pflrepro.data.federated import FederatedData
+
+
+def _partition() -> pd.DataFrame:
+    # client 0: train rows 0-9, test rows 10-11; client 1: train rows 20-24, test 25
+    rows = [(i, 0, "train") for i in range(10)] + [(10, 0, "test"), (11, 0, "test")]
+    rows += [(i, 1, "train") for i in range(20, 25)] + [(25, 1, "test")]
+    frame = pd.DataFrame(rows, columns=["index", "client", "split"])
+    frame["group"] = frame["client"]
+    return frame
+
+
+def test_log_grid_and_list_grid() -> None:
+    g = T.parse_grid("sigma", {"log": [1e-7, 1e-1], "num": 7}, "x")
+    assert g.values == (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1) and g.log
+    assert T.parse_grid("xi", [0.3, 0.5], "x") == T.Grid("xi", (0.3, 0.5), False)
+    for bad in ({"log": [1e-3, 1e-5], "num": 3}, {"log": [0, 1], "num": 3},
+                {"log": [1, 2], "num": 1}, [], [1, 1], ["a"]):
+        with pytest.raises(T.TuneError):
+            T.parse_grid("sigma", bad, "x")
+
+
+def test_grid_points_and_ids() -> None:
+    points = T.grid_points([T.Grid("sigma", (1e-5, 1.0)), T.Grid("prox", (0.5,))])
+    assert points == [{"sigma": 1e-5, "prox": 0.5}, {"sigma": 1.0, "prox": 0.5}]
+    assert [T.point_id(p) for p in points] == ["sigma1e-05_prox0.5", "sigma1_prox0.5"]
+
+
+def test_fedamp_ties_alpha_and_lambda_to_sigma() -> None:
+    # K = 20: alpha = sigma / 20 (xi_ii >= 0, FedAvg's mean at zero distance); lam = prox*alpha
+    assert T.tied_params("fedamp", {"sigma": 1e-3}, 20, {}) == \
+        {"sigma": 1e-3, "alpha": 5e-5, "lam": 5e-5}
+    assert T.tied_params("fedamp", {"sigma": 1e-3, "prox": 2.0}, 20, {}) == \
+        {"sigma": 1e-3, "alpha": 5e-5, "lam": 1e-4}
+    # a value the config fixes holds, and the tie uses it
+    assert T.tied_params("fedamp", {"sigma": 1e-3}, 20, {"alpha": 1e-6}) == \
+        {"sigma": 1e-3, "lam": 1e-6}
+
+
+def test_heurfedamp_ties_lambda_to_prox() -> None:
+    assert T.tied_params("heurfedamp", {"sigma": 10.0, "self_attention": 0.3, "prox": 2.0},
+                         8, {"init": "shared"}) == {"sigma": 10.0, "self_attention": 0.3,
+                                                    "lam": 2.0}
+
+
+def test_parse_tune_fixed_value_turns_tuning_off() -> None:
+    spec = {"rounds": 5, "methods": {"fedamp": {"sigma": [1e-5, 1e-3]}}}
+    tunable = {"fedamp": T.tunable_keys("fedamp")}
+    tune = T.parse_tune(spec, "t", {"fedamp": {}}, tunable, 10)
+    assert tune.methods["fedamp"] == (T.Grid("sigma", (1e-5, 1e-3)),)
+    assert tune.rounds == 5 and tune.seeds == (0,) and tune.criterion == "best_mean"
+    assert T.parse_tune(spec, "t", {"fedamp": {"sigma": 1e-4}}, tunable, 10) is None
+    with pytest.raises(T.TuneError, match="rounds"):
+        T.parse_tune({**spec, "rounds": 11}, "t", {"fedamp": {}}, tunable, 10)
+    with pytest.raises(T.TuneError, match="not tunable"):
+        T.parse_tune({"methods": {"fedamp": {"bogus": [1]}}}, "t", {"fedamp": {}},
+                     tunable, 10)
+
+
+def test_validation_partition_has_no_test_rows_and_is_seeded() -> None:
+    frame = _partition()
+    val = T.validation_partition(frame, 0.2, seed=3)
+    assert set(val["index"]) == set(range(10)) | set(range(20, 25))  # train rows only
+    counts = val[val["split"] == "test"].groupby("client").size().to_dict()
+    assert counts == {0: 2, 1: 1}  # round(0.2 * 10), round(0.2 * 5)
+    assert val.equals(T.validation_partition(frame, 0.2, seed=3))
+    others = [T.validation_partition(frame, 0.2, seed=s) for s in range(4, 9)]
+    assert any(not o["split"].equals(val["split"]) for o in others)
+
+
+def test_guard_refuses_a_test_row() -> None:
+    frame = _partition()
+    leaked = pd.concat([T.validation_partition(frame, 0.2, 0), frame.iloc[[10]]])
+    with pytest.raises(ValueError, match="test row"):
+        T.check_no_test_rows(leaked, frame)
+
+
+class _Recording:
+    """An image array that records every row read."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x, self.read = x, set()
+
+    def __getitem__(self, rows):  # noqa: ANN001
+        self.read |= set(np.arange(len(self.x))[rows].ravel().tolist())
+        return self.x[rows]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.x.shape
+
+
+def test_tuning_data_never_reads_a_test_image() -> None:
+    frame = _partition()
+    x = _Recording(np.zeros((30, 1, 2, 2), dtype=np.uint8))
+    meta = SimpleNamespace(max_value=255.0, mean=(0.0,), std=(1.0,), num_classes=2)
+    dataset = SimpleNamespace(x=x, y=np.zeros(30, dtype=np.int64), meta=meta)
+    data = FederatedData.build(dataset, T.validation_partition(frame, 0.2, 0),
+                               torch.device("cpu"))
+    assert x.read == set(range(10)) | set(range(20, 25))
+    assert [len(t) for t in data.test] == [2, 1]
+    # the instrument works: the full partition reads the test rows
+    FederatedData.build(dataset, frame, torch.device("cpu"))
+    assert {10, 11, 25} <= x.read
+
+
+def _run(curve: list[float], partition: str = "p") -> pd.DataFrame:
+    rows = [{"round": r, "client": c, "peer": -1, "metric": R.TEST_ACCURACY, "value": v}
+            for r, v in enumerate(curve) for c in (0, 1)]
+    rows += [{"round": 0, "client": c, "peer": -1, "metric": R.GROUP, "value": g}
+             for c, g in ((0, 0), (1, 0), (2, 1))]
+    rows += [{"round": 2, "client": i, "peer": j, "metric": R.WEIGHT, "value": w}
+             for i, j, w in ((0, 1, 0.4), (0, 2, 0.1), (1, 0, 0.2), (2, 0, 0.3))]
+    return pd.DataFrame(rows)
+
+
+def test_scores_on_synthetic_curves() -> None:
+    assert T.score(_run([0.5, 0.8, 0.7]), "best_mean") == (0.8, 1)
+    assert T.score(_run([0.5, 0.8, 0.7]), "final_mean") == (0.7, 2)
+    # within-group pairs (0,1), (1,0): 0.3; across (0,2), (2,0): 0.2
+    assert T.xi_contrast(_run([0.5])) == pytest.approx((0.3, 0.2))
+
+
+def test_select_best_mean_over_seeds_first_on_ties() -> None:
+    points = [{"sigma": 1e-5}, {"sigma": 1e-3}, {"sigma": 1e-1}]
+    curves = {(0, 0): [0.5, 0.6], (0, 1): [0.5, 0.8],   # sigma 1e-5: 0.6, 0.8 -> 0.7
+              (1, 0): [0.7, 0.7], (1, 1): [0.7, 0.7],   # sigma 1e-3: 0.7 (tie, later)
+              (2, 0): [0.4, 0.5], (2, 1): [0.1, 0.2]}   # sigma 1e-1: 0.35
+    trials = [T.Trial(points[i], "p", 0, seed, _run(c)) for (i, seed), c in curves.items()]
+    scores = T.score_trials(trials, "best_mean")
+    chosen = T.select(scores, points)
+    assert chosen == {("p", 0): {"sigma": 1e-5}}
+    table = T.tuning_table(scores, [T.Grid("sigma", (1e-5, 1e-3, 1e-1), log=True)], chosen)
+    assert table["score"].tolist() == pytest.approx([0.7, 0.7, 0.35])
+    assert table["selected"].tolist() == [True, False, False]
+    # without the second seed, 1e-3 wins
+    chosen = T.select(scores[scores["seed"] == 0], points)
+    assert chosen == {("p", 0): {"sigma": 1e-3}}
+
+
+def test_select_job_writes_outputs(tmp_path) -> None:  # noqa: ANN001
+    from pflrepro.io import write_parquet
+
+    points = [{"sigma": 1e-5}, {"sigma": 1e-3}]
+    paths = []
+    for i, curve in enumerate(([0.5, 0.6], [0.5, 0.9])):
+        frame = _run(curve)
+        for col in R.CONFIG_COLUMNS:
+            frame[col] = 0 if col.endswith("_seed") else "x"
+        paths.append(str(tmp_path / f"r{i}.parquet"))
+        write_parquet(frame, paths[-1])
+    plan = {"algorithm": "fedamp", "fixed": {}, "clients": {"p": 20},
+            "grids": {"sigma": [1e-5, 1e-3]}, "log": ["sigma"], "criterion": "best_mean",
+            "rounds": 1, "seeds": [0], "fraction": 0.2,
+            "trials": [{"point": p, "partition": "p", "split": 0, "seed": 0} for p in points]}
+    out = {k: str(tmp_path / f"t.{k}") for k in ("md", "csv", "json", "pdf", "png")}
+    T.select_job(json.dumps(plan), paths, out["md"], out["csv"], out["json"],
+                 (out["pdf"], out["png"]), "t")
+    selection = json.loads(open(out["json"]).read())
+    assert selection["p"]["0"]["params"] == {"sigma": 1e-3, "alpha": 5e-5, "lam": 5e-5}
+    assert "sigma chosen on validation from {1e-05, 0.001}: p split 0: 0.001" in \
+        open(out["md"]).read()
+    assert len(pd.read_csv(out["csv"])) == 2

@@ -1,0 +1,92 @@
+"""The tuning stage end to end (workflow/rules/tune.smk, pflrepro.tuning).
+
+A tiny FedAMP grid on digits: the tuning runs, the selection, and the final runs that
+read it. A changed grid reruns the tuning and then only the final runs whose selected
+value changed; a changed tuning budget that selects the same value reruns no final run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _wf import new_workdir, snakemake
+
+pytestmark = pytest.mark.workflow
+
+PART = ("practical-clients4-test_fraction0.2-max_samples400-groups2-dominant_share0.8-"
+        "samples_per_client0")
+RUN = "results/runs/tiny/" + PART + "/{method}/split0-seed0.parquet"
+TUNE_RUN = "results/tuning/tiny/runs/" + PART + "/fedamp/{point}/split0-seed0.parquet"
+SELECTION = "results/tuning/tiny/fedamp.json"
+TARGETS = [RUN.format(method="fedavg"), RUN.format(method="fedamp"),
+           "results/tuning/tiny/fedamp.md", "results/tuning/tiny/fedamp.csv",
+           "figures/tiny-tuning-fedamp.png"]
+
+
+def _config(grid: list[float], rounds: int) -> dict:
+    return {
+        "training": {"rounds": 3, "batch_size": 32, "local_epochs": 1, "optimizer": "sgd",
+                     "lr": 0.05, "eval_every": 1, "model": "mlp",
+                     "model_options": {"hidden": [16]}, "device": "cpu"},
+        "methods": {"fedavg": {"algorithm": "fedavg"}, "fedamp": {"algorithm": "fedamp"}},
+        "experiments": {"tiny": {
+            "dataset": "digits",
+            "partitions": [{"scheme": "practical", "clients": 4, "groups": 2,
+                            "max_samples": 400}],
+            "methods": ["fedavg", "fedamp"], "split_seeds": [0], "train_seeds": [0],
+            "figures": ["accuracy"], "resources": {"gpu": 0, "mem_mb": 1000, "runtime": 5},
+            "tune": {"rounds": rounds, "seeds": [0],
+                     "methods": {"fedamp": {"sigma": grid}}}}}}
+
+
+def _build(wd: Path, grid: list[float], rounds: int) -> dict[str, float]:
+    """Write the config, build the targets, return every result file's mtime."""
+    import yaml
+
+    (wd / "config.yaml").write_text(yaml.safe_dump(_config(grid, rounds)))
+    snakemake(wd, *TARGETS)
+    return {str(p.relative_to(wd)): p.stat().st_mtime_ns
+            for p in (wd / "results").rglob("*.parquet")}
+
+
+def _sigma(wd: Path, method: str = "fedamp") -> float:
+    frame = pd.read_parquet(wd / RUN.format(method=method))
+    return json.loads(frame["params"].iloc[0])["sigma"]
+
+
+def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
+    wd = new_workdir(tmp_path / "wd", _config([1e-5], 2))
+    first = _build(wd, [1e-5], 2)
+    # a one-value grid selects that value, and the final FedAMP run trains with it
+    assert _sigma(wd) == 1e-5
+    selection = json.loads((wd / SELECTION).read_text())
+    assert selection[PART]["0"]["point"] == {"sigma": 1e-5}
+    assert selection[PART]["0"]["params"] == {"sigma": 1e-5, "alpha": 2.5e-6, "lam": 2.5e-6}
+    md = (wd / "results/tuning/tiny/fedamp.md").read_text()
+    assert "sigma chosen on validation from {1e-05}" in md
+
+    # a second value: its tuning run only (the first value's is kept), FedAvg's run kept,
+    # and the FedAMP final run reruns exactly when the selection changed
+    second = _build(wd, [1e-5, 1e-2], 2)
+    chosen = json.loads((wd / SELECTION).read_text())[PART]["0"]["point"]["sigma"]
+    assert _sigma(wd) == chosen
+    assert TUNE_RUN.format(point="sigma0.01") in second
+    assert second[TUNE_RUN.format(point="sigma1e-05")] == first[TUNE_RUN.format(point="sigma1e-05")]
+    assert second[RUN.format(method="fedavg")] == first[RUN.format(method="fedavg")]
+    assert (second[RUN.format(method="fedamp")] != first[RUN.format(method="fedamp")]) == \
+        (chosen != 1e-5)
+
+    # only 1e-2 left: selected, so the final FedAMP run trains with it
+    third = _build(wd, [1e-2], 2)
+    assert _sigma(wd) == 1e-2
+    assert (third[RUN.format(method="fedamp")] != second[RUN.format(method="fedamp")]) == \
+        (chosen != 1e-2)
+
+    # another budget that selects the same value: the tuning reruns, no final run does
+    fourth = _build(wd, [1e-2], 1)
+    assert fourth[TUNE_RUN.format(point="sigma0.01")] != third[TUNE_RUN.format(point="sigma0.01")]
+    assert fourth[RUN.format(method="fedamp")] == third[RUN.format(method="fedamp")]
+    assert fourth[RUN.format(method="fedavg")] == third[RUN.format(method="fedavg")]

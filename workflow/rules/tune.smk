@@ -1,0 +1,113 @@
+# Tuning stage: unstated hyperparameters selected on validation rows carved from each
+# client's training rows (pflrepro.tuning), never on the test rows. Per experiment with
+# a `tune:` block: a validation partition per split, one training run per grid point,
+# partition, split and tuning seed, then `tune_select` (a checkpoint) writes the table
+# of every value tried, the figure and the selection, which the final train jobs read
+# into their spec (train.smk: params.spec = final_run_spec). The selection file is an
+# ancient() input of the train jobs and rewritten only when its content changes, so a
+# changed grid or budget reruns the tuning and then only the final runs whose selected
+# values changed (their spec changed).
+
+
+wildcard_constraints:
+    point=r"[A-Za-z0-9_.+-]+",
+
+
+def final_run_spec(wildcards):
+    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
+        return W.run_spec_json(CFG, wildcards)
+    path = checkpoints.tune_select.get(experiment=wildcards.experiment,
+                                       method=wildcards.method).output.selection
+    return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
+
+
+def tuning_selection_input(wildcards):
+    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
+        return {}
+    return {"tuned": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
+                                                     method=wildcards.method))}
+
+
+def tune_split_fraction(wildcards):
+    return CFG.experiments[wildcards.experiment].tune.fraction
+
+
+def tune_partition_input(wildcards):
+    exp = CFG.experiments[wildcards.experiment]
+    return W.PARTITION.format(dataset=exp.dataset, partition=wildcards.partition,
+                              split=wildcards.split)
+
+
+def tune_run_spec(wildcards):
+    return W.tune_run_spec_json(CFG, wildcards)
+
+
+def tune_runs(wildcards):
+    return W.tune_run_paths(CFG, wildcards.experiment, wildcards.method)
+
+
+def tune_plan(wildcards):
+    return W.tune_plan_json(CFG, wildcards.experiment, wildcards.method)
+
+
+rule tune_split:
+    localrule: True
+    input:
+        tune_partition_input,
+    output:
+        W.TUNE_PARTITION,
+    params:
+        fraction=tune_split_fraction,
+    log:
+        "logs/tuning/{experiment}/partitions/{partition}/split{split}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro tune-split --partition {input:q} --fraction {params.fraction:q}"
+        " --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule tune_train:
+    input:
+        meta=experiment_input("meta"),
+        partition=W.TUNE_PARTITION,
+    output:
+        W.TUNE_RUN,
+    params:
+        spec=tune_run_spec,
+    threads: 1
+    resources:
+        gpu=train_resources("gpu"),
+        mem_mb=train_resources("mem_mb"),
+        runtime=train_resources("runtime"),
+    log:
+        "logs/tuning/{experiment}/runs/{partition}/{method}/{point}/split{split}-seed{seed}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro train --spec {params.spec:q} --data {input.meta:q} --partition"
+        " {input.partition:q} --threads {threads:q} --out {output:q} > {log:q} 2>&1"
+
+
+checkpoint tune_select:
+    localrule: True
+    input:
+        tune_runs,
+    output:
+        # first: the file a train job's params wait for (Snakemake names the first)
+        selection=W.TUNE_SELECTION,
+        md=W.pattern(W.TUNE_TABLE, ext="md"),
+        csv=W.pattern(W.TUNE_TABLE, ext="csv"),
+        pdf=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="pdf"),
+        png=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="png"),
+    params:
+        plan=tune_plan,
+        title=lambda wildcards: f"{wildcards.experiment}: {wildcards.method}",
+    log:
+        "logs/tuning/{experiment}/{method}.log",
+    conda:
+        ENV
+    shell:
+        "pflrepro tune-select --plan {params.plan:q} --md {output.md:q} --csv {output.csv:q}"
+        " --selection {output.selection:q} --figure {output.pdf:q} {output.png:q}"
+        " --title {params.title:q} {input:q} > {log:q} 2>&1"
