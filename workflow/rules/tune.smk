@@ -75,6 +75,9 @@ rule tune_train:
         W.TUNE_RUN,
     params:
         spec=tune_run_spec,
+        # this workflow's interpreter and src/ (preflight.smk; not rerun triggers)
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     threads: 1
     resources:
         gpu=train_resources("gpu"),
@@ -85,7 +88,8 @@ rule tune_train:
     conda:
         ENV
     shell:
-        "pflrepro train --spec {params.spec:q} --data {input.meta:q} --partition"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " train --spec {params.spec:q} --data {input.meta:q} --partition"
         " {input.partition:q} --threads {threads:q} --out {output:q} > {log:q} 2>&1"
 
 
