@@ -53,12 +53,11 @@ def test_train_jobs_run_the_workflows_own_python_not_pflrepro_on_path(tmp_path: 
 
 
 def test_the_train_command_parses_with_the_cli() -> None:
-    # test_rule_shell_quoting parses the commands that start with `pflrepro`
     template = TEMPLATES["train"]
     assert template.startswith("{params.python:q} -m pflrepro --require-source "
                                 "{params.source:q} train ")
-    args = build_parser().parse_args(cli_args("pflrepro" + template.split("-m pflrepro", 1)[1]))
-    assert args.require_source == HOSTILE and args.command == "train"
+    args = build_parser().parse_args(cli_args(template))
+    assert args.command == "train"
     assert args.spec == HOSTILE and args.public == HOSTILE
     assert shlex.split(render(template, "V"))[:3] == ["V", "-m", "pflrepro"]
 

@@ -131,7 +131,8 @@ _TYPED: dict[str, object] = {
 
 
 def cli_args(template: str, caption: str = HOSTILE) -> list[str]:
-    """The formatted command's words up to the redirection, without ``pflrepro``."""
+    """The formatted command's words after ``python -m pflrepro --require-source SRC``,
+    up to the redirection."""
     values: dict[str, object] = {name: _TYPED.get(name, HOSTILE)
                                  for name, _ in fields(template)}
 
@@ -148,13 +149,23 @@ def cli_args(template: str, caption: str = HOSTILE) -> list[str]:
             return format(values.get(self.prefix, HOSTILE), spec)
 
     ns = {k: Ns(k) for k in ("input", "output", "params", "wildcards", "log")}
-    words = shlex.split(snakemake_format(template, threads=1, **ns))
-    assert words[0] == "pflrepro"
-    return words[1:words.index(">")]
+    assert template.startswith(PREFIX), template
+    words = shlex.split(snakemake_format(template[len(PREFIX):], threads=1, **ns))
+    return words[:words.index(">")]
 
 
-@pytest.mark.parametrize("rule", sorted(r for r, t in TEMPLATES.items()
-                                        if t.startswith("pflrepro ")))
+#: How every rule runs the package: this workflow's interpreter, refusing any other
+#: source (preflight.smk; issue 27 item 6).
+PREFIX = "{params.python:q} -m pflrepro --require-source {params.source:q} "
+
+
+@pytest.mark.parametrize("rule", sorted(TEMPLATES))
+def test_every_rule_runs_this_workflows_own_package(rule: str) -> None:
+    # a bare `pflrepro ...` runs whichever pflrepro comes first on the job's PATH
+    assert TEMPLATES[rule].startswith(PREFIX), TEMPLATES[rule]
+
+
+@pytest.mark.parametrize("rule", sorted(TEMPLATES))
 def test_every_rule_command_parses_with_the_cli(rule: str) -> None:
     args = build_parser().parse_args(cli_args(TEMPLATES[rule]))
     parsed = [v for v in vars(args).values()]

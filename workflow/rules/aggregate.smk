@@ -7,12 +7,16 @@ rule aggregate_method:
         experiment_runs,
     output:
         W.METHOD_AGGREGATE,
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     log:
         "logs/aggregate/{experiment}/{method}.log",
     conda:
         ENV
     shell:
-        "pflrepro aggregate --out {output:q} {input:q} > {log:q} 2>&1"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " aggregate --out {output:q} {input:q} > {log:q} 2>&1"
 
 
 rule aggregate_experiment:
@@ -21,9 +25,13 @@ rule aggregate_experiment:
         experiment_method_aggregates,
     output:
         W.AGGREGATE,
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     log:
         "logs/aggregate/{experiment}.log",
     conda:
         ENV
     shell:
-        "pflrepro aggregate --out {output:q} {input:q} > {log:q} 2>&1"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " aggregate --out {output:q} {input:q} > {log:q} 2>&1"

@@ -14,6 +14,8 @@ rule cost_table:
         csv=W.pattern(W.COST_TABLE, kind="cost", ext="csv"),
         projection=W.pattern(W.COST_TABLE, kind="cost-projection", ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         args=cost_args,
         methods=methods_order,
     log:
@@ -22,7 +24,8 @@ rule cost_table:
     conda:
         ENV
     shell:
-        "pflrepro cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
         " --methods {params.methods:q} --project {input.paper:q}"
         " --md {output.md:q} --csv {output.csv:q} --projection-csv {output.projection:q}"
         " > {log:q} 2>&1"

@@ -8,13 +8,16 @@ rule prepare_data:
         x=W.DATA_X,
         y=W.DATA_Y,
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         mirrors=mirrors,
     log:
         "logs/prepare_data/{dataset}.log",
     conda:
         ENV
     shell:
-        "pflrepro prepare --dataset {wildcards.dataset:q} --out results/data/{wildcards.dataset:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " prepare --dataset {wildcards.dataset:q} --out results/data/{wildcards.dataset:q}"
         " --raw data/raw/{wildcards.dataset:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
@@ -25,6 +28,8 @@ rule partition:
     output:
         W.PARTITION,
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         spec=partition_spec,
         code=partition_code,
     log:
@@ -32,7 +37,8 @@ rule partition:
     conda:
         ENV
     shell:
-        "pflrepro partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
         " --spec {params.spec:q} --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -44,12 +50,16 @@ rule partition_stats:
     output:
         csv=W.pattern(W.PARTITION_STATS, kind="clients.csv"),
         md=W.pattern(W.PARTITION_STATS, kind="summary.md"),
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     log:
         "logs/partition_stats/{dataset}/{partition}/split{split}.log",
     conda:
         ENV
     shell:
-        "pflrepro partition-stats --data {input.meta:q} --partition {input.partition:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " partition-stats --data {input.meta:q} --partition {input.partition:q}"
         " --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
@@ -64,13 +74,16 @@ rule plot_partition:
                    category="Data partitions", subcategory="{dataset}",
                    labels={"output": "label distribution", "name": "{partition} split {split}"}),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         title=partition_title,
     log:
         "logs/plot_partition/{dataset}/{partition}/split{split}.log",
     conda:
         ENV
     shell:
-        "pflrepro plot labels --data {input.meta:q} --partition {input.partition:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot labels --data {input.meta:q} --partition {input.partition:q}"
         " --title {params.title:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -83,11 +96,14 @@ rule public_set:
     output:
         W.PUBLIC,
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         exclude=public_exclude,
     log:
         "logs/public_set/{dataset}/{partition}/split{split}-{source}{size}.log",
     conda:
         ENV
     shell:
-        "pflrepro public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
         " {params.exclude:q} --out {output:q} > {log:q} 2>&1"

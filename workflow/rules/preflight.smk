@@ -11,7 +11,7 @@
 #    reports a YAML syntax error or an empty file naming neither the file nor the line.
 #    (Files given with --configfile are read by Snakemake before any of this runs;
 #    `pflrepro check-config FILE...` reports their errors with file and line.)
-# 3. The jobs run this workflow's code too: a rule calls `{params.python:q} -m pflrepro
+# 3. The jobs run this workflow's code too: every rule calls `{params.python:q} -m pflrepro
 #    --require-source {params.source:q} ...` with PFLREPRO_PYTHON and PFLREPRO_SRC below,
 #    not whichever `pflrepro` comes first on the job's PATH (another clone's wrapper there
 #    would pass check 1, which sees only Snakemake's own Python). PFLREPRO_PYTHON is the

@@ -14,6 +14,8 @@ rule table:
         tex=W.pattern(W.TABLE, ext="tex"),
         csv=W.pattern(W.TABLE, ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -21,7 +23,8 @@ rule table:
     conda:
         ENV
     shell:
-        "pflrepro table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " > {log:q} 2>&1"
 
@@ -34,6 +37,8 @@ rule communication_table:
         md=W.pattern(W.COMMUNICATION_TABLE, ext="md"),
         csv=W.pattern(W.COMMUNICATION_TABLE, ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -41,7 +46,8 @@ rule communication_table:
     conda:
         ENV
     shell:
-        "pflrepro communication --aggregate {input:q} --md {output.md:q} --csv {output.csv:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " communication --aggregate {input:q} --md {output.md:q} --csv {output.csv:q}"
         " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
 
 
@@ -56,6 +62,8 @@ rule table_combined:
         tex=W.pattern(W.COMBINED_TABLE, ext="tex"),
         csv=W.pattern(W.COMBINED_TABLE, ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=table_methods,
         labels=table_labels,
         metric=table_metric,
@@ -66,7 +74,8 @@ rule table_combined:
     conda:
         ENV
     shell:
-        "pflrepro table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
         " --experiments {params.experiments:q} > {log:q} 2>&1"
@@ -80,6 +89,8 @@ rule claims:
         md=W.pattern(W.CLAIMS_TABLE, ext="md"),
         csv=W.pattern(W.CLAIMS_TABLE, ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         scale=claims_scale,
         labels=claims_labels,
         design=claims_design,
@@ -89,7 +100,8 @@ rule claims:
     conda:
         ENV
     shell:
-        "pflrepro claims --claims {input.claims:q} --scale {params.scale:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " claims --claims {input.claims:q} --scale {params.scale:q}"
         " --aggregate {input.aggregates:q} --labels {params.labels:q}"
         " --design {params.design:q}"
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
@@ -103,6 +115,8 @@ rule plot_accuracy:
         pdf=W.figure_pattern("accuracy", "pdf"),
         png=report(W.figure_pattern("accuracy", "png"), **figure_report("accuracy vs round")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -110,7 +124,8 @@ rule plot_accuracy:
     conda:
         ENV
     shell:
-        "pflrepro plot accuracy --aggregate {input:q} --pdf {output.pdf:q} --png {output.png:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot accuracy --aggregate {input:q} --pdf {output.pdf:q} --png {output.png:q}"
         " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
 
 
@@ -122,13 +137,16 @@ rule plot_weights:
         pdf=W.figure_pattern("weights", "pdf"),
         png=report(W.figure_pattern("weights", "png"), **figure_report("client weights: {method}")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         labels=experiment_labels,
     log:
         "logs/plot/{experiment}-weights-{method}.log",
     conda:
         ENV
     shell:
-        "pflrepro plot weights --aggregate {input:q} --method {wildcards.method:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot weights --aggregate {input:q} --method {wildcards.method:q}"
         " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -139,6 +157,8 @@ rule plot_clusters:
         pdf=W.clusters_figure_pattern("pdf"),
         png=report(W.clusters_figure_pattern("png"), **figure_report("clusters: {method}")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         labels=experiment_labels,
     log:
         "logs/plot/{experiment}-clusters-{method}.log",
@@ -146,7 +166,8 @@ rule plot_clusters:
     conda:
         ENV
     shell:
-        "pflrepro plot clusters --aggregate {input:q} --method {wildcards.method:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot clusters --aggregate {input:q} --method {wildcards.method:q}"
         " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -158,6 +179,8 @@ rule plot_distances:
         pdf=W.figure_pattern("distances", "pdf"),
         png=report(W.figure_pattern("distances", "png"), **figure_report("model distances")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -165,7 +188,8 @@ rule plot_distances:
     conda:
         ENV
     shell:
-        "pflrepro plot distances --aggregate {input:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot distances --aggregate {input:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -178,6 +202,8 @@ rule plot_communication:
         pdf=W.figure_pattern("communication", "pdf"),
         png=report(W.figure_pattern("communication", "png"), **figure_report("communication vs accuracy")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -185,7 +211,8 @@ rule plot_communication:
     conda:
         ENV
     shell:
-        "pflrepro plot communication --aggregate {input:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot communication --aggregate {input:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -198,6 +225,8 @@ rule plot_architectures:
         pdf=W.figure_pattern("architectures", "pdf"),
         png=report(W.figure_pattern("architectures", "png"), **figure_report("architectures")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         names=architecture_names,
         labels=experiment_labels,
     log:
@@ -205,7 +234,8 @@ rule plot_architectures:
     conda:
         ENV
     shell:
-        "pflrepro plot architectures --aggregate {input:q} --names {params.names:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot architectures --aggregate {input:q} --names {params.names:q}"
         " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -217,6 +247,8 @@ rule plot_client_accuracy:
         pdf=W.figure_pattern("client_accuracy", "pdf"),
         png=report(W.figure_pattern("client_accuracy", "png"), **figure_report("client {client} accuracy")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -224,7 +256,8 @@ rule plot_client_accuracy:
     conda:
         ENV
     shell:
-        "pflrepro plot client-accuracy --aggregate {input:q} --client {wildcards.client:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot client-accuracy --aggregate {input:q} --client {wildcards.client:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -237,6 +270,8 @@ rule plot_client_weights:
         pdf=W.figure_pattern("client_weights", "pdf"),
         png=report(W.figure_pattern("client_weights", "png"), **figure_report("client {client} weights")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
     log:
@@ -244,7 +279,8 @@ rule plot_client_weights:
     conda:
         ENV
     shell:
-        "pflrepro plot client-weights --aggregate {input:q} --client {wildcards.client:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot client-weights --aggregate {input:q} --client {wildcards.client:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -256,6 +292,8 @@ rule plot_gates:
         pdf=W.kind_figure_pattern(W.GATES_KIND, "pdf"),
         png=report(W.kind_figure_pattern(W.GATES_KIND, "png"), **figure_report("gates: {method}")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         labels=experiment_labels,
     log:
         "logs/plot/{experiment}-gates-{method}.log",
@@ -263,7 +301,8 @@ rule plot_gates:
     conda:
         ENV
     shell:
-        "pflrepro plot gates --aggregate {input:q} --method {wildcards.method:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot gates --aggregate {input:q} --method {wildcards.method:q}"
         " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -274,6 +313,8 @@ rule plot_posterior:
         pdf=W.kind_figure_pattern(W.POSTERIOR_KIND, "pdf"),
         png=report(W.kind_figure_pattern(W.POSTERIOR_KIND, "png"), **figure_report("q(z|y): {method}")),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         labels=experiment_labels,
     log:
         "logs/plot/{experiment}-posterior-{method}.log",
@@ -281,7 +322,8 @@ rule plot_posterior:
     conda:
         ENV
     shell:
-        "pflrepro plot posterior --aggregate {input:q} --method {wildcards.method:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " plot posterior --aggregate {input:q} --method {wildcards.method:q}"
         " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -295,6 +337,8 @@ rule paper_table:
         md=W.pattern(W.PAPER_TABLE, ext="md"),
         csv=W.pattern(W.PAPER_TABLE, ext="csv"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         table=paper_table_id,
         scale=CFG.scale,
         labels=paper_table_labels,
@@ -306,7 +350,8 @@ rule paper_table:
     conda:
         ENV
     shell:
-        "pflrepro paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
         " --scale {params.scale:q} --aggregate {input.aggregates:q} --labels {params.labels:q}"
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
@@ -320,10 +365,14 @@ rule report_table:
                subcategory=report_table_subcategory, labels=report_table_labels),
     wildcard_constraints:
         name=r"[^/]+",
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
     log:
         "logs/report_table/{name}.log",
     localrule: True
     conda:
         ENV
     shell:
-        "pflrepro report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"

@@ -57,13 +57,16 @@ rule tune_split:
     output:
         W.TUNE_PARTITION,
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         fraction=tune_split_fraction,
     log:
         "logs/tuning/{experiment}/partitions/{partition}/split{split}.log",
     conda:
         ENV
     shell:
-        "pflrepro tune-split --partition {input:q} --fraction {params.fraction:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " tune-split --partition {input:q} --fraction {params.fraction:q}"
         " --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -75,7 +78,6 @@ rule tune_train:
         W.TUNE_RUN,
     params:
         spec=tune_run_spec,
-        # this workflow's interpreter and src/ (preflight.smk; not rerun triggers)
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
     threads: 1
@@ -105,6 +107,8 @@ checkpoint tune_select:
         pdf=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="pdf"),
         png=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="png"),
     params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
         plan=tune_plan,
         title=lambda wildcards: f"{wildcards.experiment}: {wildcards.method}",
     log:
@@ -112,6 +116,7 @@ checkpoint tune_select:
     conda:
         ENV
     shell:
-        "pflrepro tune-select --plan {params.plan:q} --md {output.md:q} --csv {output.csv:q}"
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " tune-select --plan {params.plan:q} --md {output.md:q} --csv {output.csv:q}"
         " --selection {output.selection:q} --figure {output.pdf:q} {output.png:q}"
         " --title {params.title:q} {input:q} > {log:q} 2>&1"
