@@ -312,11 +312,11 @@ def _damaged(path: Path, reason: str, fix: str) -> CorruptFileError:
 # ------------------------------------------------------------------ what a file is
 def _layout() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """(kind, regular expression of its path) for every stored Parquet kind."""
-    from pflrepro import workflow as W  # imported here: the workflow module is heavier
+    from pflrepro import paths as P
 
-    patterns = (("run", W.RUN), ("method_aggregate", W.METHOD_AGGREGATE),
-                ("experiment_aggregate", W.AGGREGATE), ("partition", W.PARTITION),
-                ("public", W.PUBLIC))
+    patterns = (("run", P.RUN), ("method_aggregate", P.METHOD_AGGREGATE),
+                ("experiment_aggregate", P.AGGREGATE), ("partition", P.PARTITION),
+                ("public", P.PUBLIC))
     return tuple((kind, _path_regex(pattern.replace("{source}{size}", "{set}")))
                  for kind, pattern in patterns)
 

@@ -18,6 +18,7 @@ from pflrepro import results as R
 from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import RunKey, WorkflowConfig, canonical_json, partition_code_digest
 from pflrepro.data.datasets import DATASETS
+from pflrepro.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
 
 if TYPE_CHECKING:
     from pflrepro.reporting.claims import Claim
@@ -53,17 +54,12 @@ def pattern(template: str, **fields: object) -> str:
     return "".join(out)
 
 
-DATA_DIR = "results/data/{dataset}"
 DATA_META = DATA_DIR + "/meta.json"
 DATA_X = DATA_DIR + "/x.npy"
 DATA_Y = DATA_DIR + "/y.npy"
-PARTITION = "results/partitions/{dataset}/{partition}/split{split}.parquet"
-RUN = "results/runs/{experiment}/{partition}/{method}/split{split}-seed{seed}.parquet"
 #: Time and memory of each train job (Snakemake's ``benchmark``).
 BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
              "split{split}-seed{seed}.tsv")
-METHOD_AGGREGATE = "results/aggregate/{experiment}/{method}.parquet"
-AGGREGATE = "results/aggregate/{experiment}.parquet"
 TABLE = "results/tables/{experiment}.{ext}"
 #: An experiment's communication table (``pflrepro.reporting.communication``).
 COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
@@ -87,7 +83,6 @@ FIGURE_KIND_PATTERNS: Mapping[str, str] = {
 }
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
-PUBLIC = "results/public/{dataset}/{partition}/split{split}-{source}{size}.parquet"
 #: The claims file, relative to the Snakefile's directory (not the working directory).
 CLAIMS_FILE = "config/claims.yaml"
 CLAIMS_TABLE = pattern(TABLE, experiment="{claims}")

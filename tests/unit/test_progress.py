@@ -125,6 +125,7 @@ def test_status_classifies_jobs(tmp_path: Path) -> None:
 
 def test_status_command_on_an_empty_directory(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "r").mkdir()  # a results directory that does not exist is refused
     assert main(["status", "--results", str(tmp_path / "r"), "--logs",
                  str(tmp_path / "l")]) == 0
     assert "no training jobs found" in capsys.readouterr().out
