@@ -639,3 +639,12 @@ def tune_targets(cfg: WorkflowConfig) -> list[str]:
             out += [FIGURE.format(experiment=name, kind=pattern(TUNE_KIND, method=m), ext=ext)
                     for ext in ("pdf", "png")]
     return out
+
+
+def output_dirs() -> list[str]:
+    """The fixed directories the rules write under (results/runs, figures, logs, ...)."""
+    import os
+
+    patterns = [v for k, v in globals().items() if k.isupper() and isinstance(v, str)
+                and v.split("/")[0] in ("results", "figures", "logs")]
+    return sorted({os.path.dirname(p.split("{")[0]) for p in patterns} | {"logs", "data/raw"})

@@ -192,7 +192,7 @@ def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
     (lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet"),
     (lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20), "groups"),
     (lambda c: c.update(colour="blue"),
-     "unknown key 'colour' at config top level; known: data, experiments"),
+     "unknown key 'colour' at config top level; known: allow_huge, data, experiments"),
     (lambda c: c["training"]["model_options"].update(hidden="abc"),
      "training.model_options.hidden (model 'mlp')"),
     (lambda c: c["training"].update(lr=float("inf")), "training.lr: must be a finite number"),

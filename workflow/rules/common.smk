@@ -228,3 +228,43 @@ def figure_report(kind, output="{experiment}", caption=W.REPORT_CAPTION.format(k
     """report() arguments of an experiment's figure: its paper, experiment and kind."""
     return dict(caption=caption, category=report_category, subcategory=output,
                 labels={"output": kind, "name": "{experiment}"})
+
+
+# --- tuning (tune.smk; train.smk's spec and selection input) -----------------------
+
+
+def final_run_spec(wildcards):
+    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
+        return W.run_spec_json(CFG, wildcards)
+    path = checkpoints.tune_select.get(experiment=wildcards.experiment,
+                                       method=wildcards.method).output.selection
+    return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
+
+
+def tuning_selection_input(wildcards):
+    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
+        return {}
+    return {"tuned": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
+                                                     method=wildcards.method))}
+
+
+def tune_split_fraction(wildcards):
+    return CFG.experiments[wildcards.experiment].tune.fraction
+
+
+def tune_partition_input(wildcards):
+    exp = CFG.experiments[wildcards.experiment]
+    return W.PARTITION.format(dataset=exp.dataset, partition=wildcards.partition,
+                              split=wildcards.split)
+
+
+def tune_run_spec(wildcards):
+    return W.tune_run_spec_json(CFG, wildcards)
+
+
+def tune_runs(wildcards):
+    return W.tune_run_paths(CFG, wildcards.experiment, wildcards.method)
+
+
+def tune_plan(wildcards):
+    return W.tune_plan_json(CFG, wildcards.experiment, wildcards.method)

@@ -57,14 +57,7 @@ import pflrepro.config as C
 import pflrepro.workflow as W
 
 
-def _output_dirs():
-    """The fixed directories the rules write under (results/runs, figures, ...)."""
-    patterns = [v for k, v in vars(W).items() if k.isupper() and isinstance(v, str)
-                and v.split("/")[0] in ("results", "figures", "logs")]
-    return sorted({os.path.dirname(p.split("{")[0]) for p in patterns} | {"logs", "data/raw"})
-
-
-for _dir in _output_dirs():
+for _dir in W.output_dirs():
     for _part in [Path(_dir), *Path(_dir).parents][::-1]:
         if str(_part) != "." and (_part.exists() or _part.is_symlink()) and not _part.is_dir():
             raise WorkflowError(

@@ -6,48 +6,11 @@
 # into their spec (train.smk: params.spec = final_run_spec). The selection file is an
 # ancient() input of the train jobs and rewritten only when its content changes, so a
 # changed grid or budget reruns the tuning and then only the final runs whose selected
-# values changed (their spec changed).
+# values changed (their spec changed). The input functions: common.smk.
 
 
 wildcard_constraints:
     point=r"[A-Za-z0-9_.+-]+",
-
-
-def final_run_spec(wildcards):
-    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
-        return W.run_spec_json(CFG, wildcards)
-    path = checkpoints.tune_select.get(experiment=wildcards.experiment,
-                                       method=wildcards.method).output.selection
-    return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
-
-
-def tuning_selection_input(wildcards):
-    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
-        return {}
-    return {"tuned": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
-                                                     method=wildcards.method))}
-
-
-def tune_split_fraction(wildcards):
-    return CFG.experiments[wildcards.experiment].tune.fraction
-
-
-def tune_partition_input(wildcards):
-    exp = CFG.experiments[wildcards.experiment]
-    return W.PARTITION.format(dataset=exp.dataset, partition=wildcards.partition,
-                              split=wildcards.split)
-
-
-def tune_run_spec(wildcards):
-    return W.tune_run_spec_json(CFG, wildcards)
-
-
-def tune_runs(wildcards):
-    return W.tune_run_paths(CFG, wildcards.experiment, wildcards.method)
-
-
-def tune_plan(wildcards):
-    return W.tune_plan_json(CFG, wildcards.experiment, wildcards.method)
 
 
 rule tune_split:
