@@ -154,7 +154,15 @@ def test_row_keys_of_the_shipped_file() -> None:
     assert ("federico-best", "federico_table1_cpu_fashion") in keys
     assert ("federico-only-one-above-local",  # scope together: one row
             "federico_table1_cpu_fashion + federico_table1_cpu_digits") in keys
-    assert ("fedem-fedfomo-worse-on-cifar100", "") in keys  # nothing at CPU scale
+    # paper-only claims (cpu: [], e.g. CIFAR-100) are rows at the paper scale only
+    paper_only = {c.id for c in claims if not c.experiments["cpu"]}
+    assert {"fedem-fedfomo-worse-on-cifar100", "fine-tuning-not-enough-on-cifar100",
+            "heurfedamp-better-with-deep-models"} <= paper_only
+    assert not paper_only & {cid for cid, _ in keys}
+    assert ("fedem-fedfomo-worse-on-cifar100", "federico_table1_cifar100") in row_keys(
+        claims, "paper")
+    assert len(keys) == sum(1 if c.scope == "together" else len(c.experiments["cpu"])
+                            for c in claims if c.experiments["cpu"])
     raw = raw_config()
     cfg = parse({**raw, "scale": "cpu"})
     design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
@@ -684,12 +692,23 @@ def test_rows_without_experiments_and_planned_claims() -> None:
     claims = parse_claims({"claims": [
         _claim(experiments={"paper": [], "cpu": ["exp"]}),
         _claim(id="later", planned=True, experiments={"paper": ["fedmix_x"], "cpu": []}),
+        _claim(id="absent", experiments={"paper": ["not_in_config"], "cpu": []}),
     ]})
+    # a claim naming no experiment at the scale (cpu-only "x") is no row there; one
+    # naming experiments the config lacks (planned or not) is a missing row
     frame = evaluate_claims(claims, table1(), "paper", design=design_from(table1()))
+    assert frame["id"].tolist() == ["later", "absent"]
     assert frame["verdict"].tolist() == ["missing", "missing"]
-    assert frame["experiment"].tolist() == ["", "fedmix_x"]
-    assert frame["numbers"].iloc[0] == "no experiment at the paper scale"
-    assert frame["numbers"].iloc[1].startswith("planned experiment; ")
+    assert frame["experiment"].tolist() == ["fedmix_x", "not_in_config"]
+    assert frame["numbers"].iloc[0].startswith("planned experiment; ")
+    assert "not_in_config is not in the config" in frame["numbers"].iloc[1]
+    # at the cpu scale only "x" names an experiment
+    cpu = evaluate_claims(claims, table1(), "cpu", design=design_from(table1()))
+    assert cpu["id"].tolist() == ["x"] and cpu["experiment"].tolist() == ["exp"]
+    assert row_keys(claims, "cpu") == [("x", "exp")]
+    # no claim at the scale at all: an empty table with the columns
+    none = evaluate_claims(claims[1:], None, "cpu", design={})
+    assert none.empty and list(none.columns) == list(COLUMNS)
     assert list(frame.columns) == list(COLUMNS)
     with pytest.raises(ValueError, match="unknown scale"):
         evaluate_claims(claims, None, "gpu", design={})

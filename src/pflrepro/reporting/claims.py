@@ -55,8 +55,11 @@ run and averaged over the runs of a column.
 
 Each claim gives one row per experiment at the chosen scale (``scope: each``, the
 default) or one row for all of them together (``scope: together``, for claims about
-a whole table such as "in some column"); a claim without experiments at that scale
-gives one row.
+a whole table such as "in some column"). A claim that names no experiment at a scale
+(e.g. one about CIFAR-100, whose experiments exist only at the paper scale) gives no
+row at that scale: it is not a claim about that scale's designs, so it is neither
+checked nor counted there (it keeps its rows at the scales that name experiments). A
+claim whose named experiments are not in the config is still a row, ``missing``.
 
 The *design* (:class:`Design`, from the config: :func:`design_of`) says what a check
 needs: each experiment's partitions (columns), methods and (split seed, training
@@ -432,8 +435,8 @@ def row_keys(claims: Iterable[Claim], scale: str) -> list[tuple[str, str]]:
 
 def _row_groups(claim: Claim, scale: str) -> list[tuple[str, ...]]:
     names = claim.experiments.get(scale, ())
-    if not names:
-        return [()]
+    if not names:  # not a claim about this scale's designs: no row
+        return []
     return [names] if claim.scope == "together" else [(n,) for n in names]
 
 
@@ -1224,6 +1227,9 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
                     experiment_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Evaluate ``claims`` at ``scale`` against an aggregate; one row per :func:`row_keys`.
 
+    A claim naming no experiment at ``scale`` gives no row there (see the module
+    docstring).
+
     ``agg`` is a concatenation of aggregated run tables (several experiments), or
     ``None`` when there are none (every claim is then missing). ``design`` (experiment
     -> :class:`Design`, from the config: :func:`design_of`) says which columns, cells
@@ -1248,10 +1254,6 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
             base = {"id": claim.id, "paper": claim.paper, "where": claim.where,
                     "claim": claim.claim, "experiment": " + ".join(group),
                     "predicate": check.describe(), "unit": check.unit, "level": LEVEL}
-            if not group:
-                rows.append({**base, **_verdict_cells(Verdict("missing")),
-                             "numbers": f"no experiment at the {scale} scale"})
-                continue
             outcome = _evaluate(check, data, group)
             # the resamples of a row depend only on the claim and its experiments
             rng = numpy_generator(0, SETUP_ROUND, NO_CLIENT,
