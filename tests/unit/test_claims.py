@@ -18,6 +18,7 @@ import yaml
 
 import pflrepro.workflow as W
 from pflrepro import results as R
+from pflrepro.algorithms.fedmix import GATE_MASS
 from pflrepro.cli import main
 from pflrepro.config import parse
 from pflrepro.reporting.claims import (
@@ -46,8 +47,9 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
              experiment: str = "exp", partition: str = "p2",
              groups: Sequence[int] = (0, 1), n_test: Sequence[int] | None = None,
              weights: Mapping[int, Any] | None = None, split_seed: int = 0,
-             train_seed: int = 0) -> pd.DataFrame:
-    """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix."""
+             train_seed: int = 0, gates: Mapping[int, Any] | None = None) -> pd.DataFrame:
+    """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix,
+    ``gates[round]`` a client x expert matrix (FedMix's ``gate_mass``)."""
     n_test = n_test if n_test is not None else [10] * len(groups)
     log = MetricLog()
     log.add_per_client(0, N_TEST, n_test)
@@ -57,6 +59,8 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
         log.add_per_client(rnd, TEST_ACCURACY, accs)
     for rnd, matrix in (weights or {}).items():
         log.add_matrix(rnd, WEIGHT, np.asarray(matrix, dtype=float))
+    for rnd, matrix in (gates or {}).items():
+        log.add_matrix(rnd, GATE_MASS, np.asarray(matrix, dtype=float))
     return log.to_frame({
         "experiment": experiment, "dataset": "digits", "partition": partition,
         "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
@@ -116,6 +120,8 @@ def one(frame: pd.DataFrame) -> tuple[str, float]:
     return str(frame["verdict"].iloc[0]), float(frame["margin"].iloc[0])
 
 
+ACROSS = {"type": "across_experiments", "metric": "weighted_final", "method": "perfedckt",
+          "tolerance": 1.0}
 COMPARE = {"type": "compare", "metric": "weighted_final", "a": "federico", "b": "local",
            "op": ">"}
 
@@ -206,6 +212,13 @@ def _claim(**over: Any) -> dict[str, Any]:
     (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
                    "baselines": ["b"], "op": "<"}), "above_all takes"),
     (_claim(check={"type": "weight_mass", "method": "f", "threshold": 1.5}), "outside"),
+    (_claim(check={"type": "gate_alignment", "a": "f", "b": "f", "op": ">"}), "same method"),
+    (_claim(check=dict(ACROSS), scope="together",
+            experiments={"paper": ["a", "b", "c"], "cpu": []}), "exactly two experiments"),
+    (_claim(check=dict(ACROSS), experiments={"paper": ["a", "b"], "cpu": []}),
+     "needs scope: together"),
+    (_claim(check={**ACROSS, "op": ">"}, scope="together",
+            experiments={"paper": ["a", "b"], "cpu": []}), r"unknown key\(s\) \['op'\]"),
 ])
 def test_loader_rejects_malformed_claims(claim: dict[str, Any], message: str) -> None:
     with pytest.raises(ClaimsError, match=message):
@@ -814,3 +827,137 @@ def test_float_rounding_ties_count_as_zero() -> None:
         "fails", 0.0)
     assert one(evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<="})) == (
         "holds", 0.0)
+
+
+# --------------------------------------------------------------------------- gate alignment
+#: 4 clients in 2 distributions (0, 0, 1, 1), 2 experts.
+GATES_SPLIT = [[1, 0], [1, 0], [0, 1], [0, 1]]   # within sim 1, across 0: alignment 1
+GATES_FLAT = [[0.5, 0.5]] * 4                     # alike everywhere: alignment 0
+# within (0,1): 1 - (0.2 + 0.2)/2 = 0.8, (2,3): 1 - (0.3 + 0.3)/2 = 0.7 -> 0.75;
+# across (0,2) 0.4, (0,3) 0.7, (1,2) 0.6, (1,3) 0.9 -> 0.65; alignment 0.75 - 0.65 = 0.10
+GATES_SOME = [[0.8, 0.2], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]]
+GATE_CHECK = {"type": "gate_alignment", "a": "fedmix", "b": "fedmix_label_shard", "op": ">"}
+
+
+def gate_run(method: str, final: Any, groups: Sequence[int] = (0, 0, 1, 1),
+             **kw: Any) -> pd.DataFrame:
+    """A FedMix-like run whose gates are uniform at round 0 and ``final`` at round 10."""
+    n = len(groups)
+    return make_run(method, {0: [0.1] * n, 10: [0.8] * n}, groups=groups,
+                    gates={0: [[0.5, 0.5]] * n, 10: final}, **kw)
+
+
+def test_gate_alignment_by_hand() -> None:
+    agg = pd.concat([gate_run("fedmix", GATES_SPLIT), gate_run("fedmix_label_shard", GATES_SOME)],
+                    ignore_index=True)
+    frame = evaluate(agg, GATE_CHECK)
+    assert one(frame) == ("holds", pytest.approx(1.0 - 0.10))   # the final round, not round 0
+    assert frame["unit"].iloc[0] == "gate"
+    assert frame["numbers"].iloc[0] == ("gate alignment fedmix vs fedmix_label_shard: "
+                                        "p2: 1 vs 0.1")
+    # the other way round fails by the same amount
+    assert one(evaluate(agg, {**GATE_CHECK, "a": "fedmix_label_shard", "b": "fedmix"})) == (
+        "fails", pytest.approx(-0.90))
+
+
+def test_gate_alignment_uniform_gates_score_zero_and_rows_are_normalised() -> None:
+    # uniform gates are alike within and across: 0, so "more aligned than uniform" is
+    # decided by the split gates' 1; gates scaled by 3 are the same distributions
+    agg = pd.concat([gate_run("fedmix", 3 * np.asarray(GATES_SPLIT, dtype=float)),
+                     gate_run("fedmix_label_shard", GATES_FLAT)], ignore_index=True)
+    assert one(evaluate(agg, GATE_CHECK)) == ("holds", pytest.approx(1.0))
+    # equal gates: a tie, which a strict '>' does not pass and '>=' does
+    agg = pd.concat([gate_run("fedmix", GATES_FLAT), gate_run("fedmix_label_shard", GATES_FLAT)],
+                    ignore_index=True)
+    assert one(evaluate(agg, GATE_CHECK)) == ("fails", 0.0)
+    assert one(evaluate(agg, {**GATE_CHECK, "op": ">="})) == ("holds", 0.0)
+
+
+def test_gate_alignment_undecidable_without_distributions_and_missing_without_gates() -> None:
+    # label skew: no distribution ids, so no within/across pairs
+    agg = pd.concat([gate_run("fedmix", GATES_SPLIT, groups=(-1, -1, -1, -1)),
+                     gate_run("fedmix_label_shard", GATES_SOME, groups=(-1, -1, -1, -1))],
+                    ignore_index=True)
+    frame = evaluate(agg, GATE_CHECK)
+    assert one(frame)[0] == "undecidable"
+    assert "no two clients of one distribution" in frame["numbers"].iloc[0]
+    # b ran but recorded no gates (e.g. not a FedMix method): missing, never holds
+    agg = pd.concat([gate_run("fedmix", GATES_SPLIT), final_run("fedmix_label_shard", 0.8,
+                                                                groups=(0, 0, 1, 1))],
+                    ignore_index=True)
+    frame = evaluate(agg, GATE_CHECK)
+    assert one(frame)[0] == "missing"
+    assert "no gate_mass rows of fedmix_label_shard" in frame["numbers"].iloc[0]
+
+
+def test_gate_alignment_interval_over_runs() -> None:
+    # two runs: a's alignment 1 and 1, b's 0.10 and 0 -> margins 0.90, 1.00, mean 0.95;
+    # every resample lies in [0.90, 1.00], above 0: holds
+    agg = pd.concat([gate_run("fedmix", GATES_SPLIT, train_seed=0),
+                     gate_run("fedmix", GATES_SPLIT, train_seed=1),
+                     gate_run("fedmix_label_shard", GATES_SOME, train_seed=0),
+                     gate_run("fedmix_label_shard", GATES_FLAT, train_seed=1)],
+                    ignore_index=True)
+    frame = evaluate(agg, GATE_CHECK, k=1)
+    assert one(frame) == ("holds", pytest.approx(0.95))
+    assert int(frame["n"].iloc[0]) == 2
+    assert 0.90 - 1e-9 <= float(frame["ci_low"].iloc[0]) <= float(frame["ci_high"].iloc[0]) \
+        <= 1.00 + 1e-9
+
+
+# --------------------------------------------------------------------------- across experiments
+def across_runs(het: Sequence[float], hom: Sequence[float], *, het_partition: str = "p2",
+                hom_seeds: Sequence[int] | None = None) -> pd.DataFrame:
+    """perfedckt in experiment 'het' and 'hom', run k with train seed k, final accuracies."""
+    hom_seeds = list(range(len(hom))) if hom_seeds is None else list(hom_seeds)
+    return pd.concat(
+        [final_run("perfedckt", a, experiment="het", partition=het_partition, train_seed=k)
+         for k, a in enumerate(het)]
+        + [final_run("perfedckt", a, experiment="hom", train_seed=k)
+           for k, a in zip(hom_seeds, hom, strict=True)], ignore_index=True)
+
+
+def across(agg: pd.DataFrame, check: Mapping[str, Any] = ACROSS, k: int = 2) -> pd.DataFrame:
+    return evaluate(agg, check, k=k, experiments=("het", "hom"), scope="together")
+
+
+def test_across_experiments_by_hand() -> None:
+    agg = across_runs([0.75], [0.77])   # |75 - 77| = 2 points
+    frame = across(agg, {**ACROSS, "tolerance": 3.0})
+    assert one(frame) == ("holds", pytest.approx(3.0 - 2.0))
+    assert frame["experiment"].iloc[0] == "het + hom"
+    assert frame["numbers"].iloc[0] == "perfedckt (het) vs perfedckt (hom): p2 75.0 vs 77.0"
+    assert one(across(agg, {**ACROSS, "tolerance": 1.0})) == ("fails", pytest.approx(-1.0))
+    # the other sign of the gap is the same distance
+    assert one(across(across_runs([0.77], [0.75]), {**ACROSS, "tolerance": 1.0})) == (
+        "fails", pytest.approx(-1.0))
+
+
+def test_across_experiments_pairs_runs_by_seed() -> None:
+    # runs differ by 10 points between seeds but by exactly 1 within a seed pair: the
+    # paired interval is [0.5, 0.5] (tolerance 1.5); resampling the two experiments
+    # independently would give gaps up to 11 points
+    agg = across_runs([0.70, 0.80], [0.71, 0.81])
+    frame = across(agg, {**ACROSS, "tolerance": 1.5}, k=1)
+    assert one(frame) == ("holds", pytest.approx(0.5))
+    assert float(frame["ci_low"].iloc[0]) == pytest.approx(0.5)
+    assert float(frame["ci_high"].iloc[0]) == pytest.approx(0.5)
+
+
+def test_across_experiments_missing_and_undecidable() -> None:
+    # the reference experiment lacks the column: missing
+    frame = across(across_runs([0.75], [0.75], het_partition="p4"))
+    assert one(frame)[0] == "missing"
+    assert "p4 is not a column of hom" in frame["numbers"].iloc[0]
+    # the experiments ran different seed pairs: the runs cannot be paired
+    agg = across_runs([0.75, 0.75], [0.75, 0.75], hom_seeds=[5, 6])
+    frame = across(agg, k=1)
+    assert one(frame)[0] == "undecidable"
+    assert "different seed pairs" in frame["numbers"].iloc[0]
+    # the reference experiment has no results at all
+    agg = across_runs([0.75], [0.75])
+    design = design_from(copies(agg))
+    design["hom"] = Design(("p2",), ("perfedckt",), ((0, 0), (0, 100)))
+    frame = evaluate(agg[agg["experiment"] == "het"], ACROSS, design=design,
+                     experiments=("het", "hom"), scope="together")
+    assert one(frame)[0] == "missing" and "no results for hom" in frame["numbers"].iloc[0]

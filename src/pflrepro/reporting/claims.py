@@ -31,6 +31,25 @@ typed predicates (nothing is evaluated as code):
     (the mean over clients of the largest share of a client's final-round weight) or
     ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``). ``peak
     a > b`` is undecidable in a column where ``b``'s peak is already 1 in every run.
+``gate_alignment``
+    FedMix's gates (the recorded ``gate_mass``: each client's mean gate over its test
+    inputs, a distribution over the experts) are more aligned with method ``a`` than
+    with method ``b`` (``op``): a run's *alignment* is the mean similarity
+    ``1 - |g_i - g_j|_1 / 2`` (1 - total variation, in [0, 1]) of the final-round
+    gates of two clients of the same distribution minus that of two clients of
+    different distributions (``i != j``), in [-1, 1]: clients that share a data
+    distribution pick the same experts and others different ones. Uniform gates, or
+    gates equal everywhere, score 0 (alike within and across). Undecidable without
+    two clients of one distribution and two of different ones. Margin
+    ``sign * (alignment a - alignment b)`` (unit ``gate``).
+``across_experiments``
+    ``|method in the first experiment - reference in the second| <= tolerance`` (pp,
+    ``metric``) in each column (partition) of the first experiment, which the second
+    must have too: e.g. a table with heterogeneous models against the same design's
+    table with homogeneous ones. The claim names exactly two experiments per scale
+    with ``scope: together``; their designs must have the same seed pairs, and the
+    runs are paired by seed pair (one bootstrap draw for both experiments).
+    ``reference`` defaults to ``method``.
 ``components_used``
     fewer distinct components are some client's largest final-round weight than the
     partition has distributions (FedEM's mixture weights).
@@ -147,10 +166,14 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "components_used": (("method",), ("quantifier", "distributions")),
     "communication_ratio": (("method", "baselines", "factor", "op"),
                             ("quantifier", "distributions")),
+    "gate_alignment": (("a", "b", "op"), ("quantifier", "distributions")),
+    "across_experiments": (("metric", "method", "tolerance"),
+                           ("reference", "quantifier", "round_fraction")),
 }
 CHECK_TYPES = tuple(_FIELDS)
 _UNITS = {"weight_mass": "weight", "group_contrast": "weight", "weight_compare": "weight",
-          "components_used": "components", "communication_ratio": "ratio"}
+          "components_used": "components", "communication_ratio": "ratio",
+          "gate_alignment": "gate"}
 
 
 class ClaimsError(ValueError):
@@ -193,7 +216,8 @@ class Check:
     @property
     def strict(self) -> bool:
         """Whether the margin must be above zero (else at least zero)."""
-        if self.type in ("compare", "above_all", "weight_compare", "communication_ratio"):
+        if self.type in ("compare", "above_all", "weight_compare", "communication_ratio",
+                         "gate_alignment"):
             return OPS[self.op or ">"][1]
         return self.type in ("group_contrast", "components_used", "trend")
 
@@ -229,6 +253,12 @@ class Check:
                     f"{self.min_ratio:g} x across distributions {where}")
         if self.type == "weight_compare":
             return f"{self.statistic} client weight: {self.a} {self.op} {self.b} {where}"
+        if self.type == "gate_alignment":
+            return (f"gate alignment (same-distribution minus other-distribution gate "
+                    f"similarity): {self.a} {self.op} {self.b} {where}")
+        if self.type == "across_experiments":
+            return (f"|{self.method} (1st experiment) - {self.reference or self.method} "
+                    f"(2nd experiment)| <= {self.tolerance:g} pp ({metric}) {where}")
         if self.type == "communication_ratio":
             return (f"scalars communicated: each of {', '.join(self.baselines)} {self.op} "
                     f"{self.factor:g} x {self.method} {where}")
@@ -385,7 +415,7 @@ def _check(item: Any, where: str) -> Check:
         both = sorted(set(check.methods) & set(check.baselines))
         if both:
             raise ClaimsError(f"{where}: {both} both in methods and baselines")
-    if kind in ("compare", "weight_compare") and check.a == check.b:
+    if kind in ("compare", "weight_compare", "gate_alignment") and check.a == check.b:
         raise ClaimsError(f"{where}: a and b are the same method {check.a!r}")
     if kind == "within" and check.reference in check.methods:
         raise ClaimsError(f"{where}: the reference {check.reference!r} is among the methods")
@@ -411,11 +441,21 @@ def _claim(item: Any, where: str) -> Claim:
             experiments[scale] = _names(names, f"{where}.experiments.{scale}")
     if not any(experiments.values()):
         raise ClaimsError(f"{where}.experiments: names no experiment at any scale")
+    check = _check(item["check"], f"{where}.check")
+    scope = _choice(item.get("scope", "each"), SCOPES, f"{where}.scope")
+    if check.type == "across_experiments":
+        if scope != "together":
+            raise ClaimsError(f"{where}.scope: across_experiments compares two experiments "
+                              "in one row; it needs scope: together")
+        for scale, names in experiments.items():
+            if names and len(names) != 2:
+                raise ClaimsError(f"{where}.experiments.{scale}: across_experiments needs "
+                                  f"exactly two experiments (tested, reference), got "
+                                  f"{list(names)}")
     return Claim(id=cid, paper=_choice(item["paper"], PAPERS, f"{where}.paper"),
                  where=_text(item["where"], f"{where}.where"),
                  claim=_text(item["claim"], f"{where}.claim"),
-                 experiments=experiments, check=_check(item["check"], f"{where}.check"),
-                 scope=_choice(item.get("scope", "each"), SCOPES, f"{where}.scope"),
+                 experiments=experiments, check=check, scope=scope,
                  planned=_bool(item.get("planned", False), f"{where}.planned"))
 
 
@@ -531,7 +571,8 @@ class _Data:
     _frames: dict[str, pd.DataFrame | None] = field(default_factory=dict)
     _cells: dict[tuple[Any, ...], dict[tuple[str, str], Runs]] = field(default_factory=dict)
     _groups: dict[str, dict[tuple[Any, ...], dict[int, int]]] = field(default_factory=dict)
-    _weights: dict[tuple[str, str], dict[str, dict[tuple[int, int], _WeightRun]] | str] = field(
+    _weights: dict[tuple[str, str, str],
+                   dict[str, dict[tuple[int, int], _WeightRun]] | str] = field(
         default_factory=dict)
     _traffic: dict[str, dict[tuple[str, str], Runs]] = field(default_factory=dict)
 
@@ -659,28 +700,33 @@ class _Data:
             self._traffic[experiment] = out
         return self._traffic[experiment].get((method, partition), {})
 
-    def weight_runs(self, experiment: str,
-                    method: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
-        """Per partition and seed pair, ``method``'s weight arrays; a reason when none."""
-        key = (experiment, method)
+    def weight_runs(self, experiment: str, method: str, metric: str | None = None,
+                    ) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
+        """Per partition and seed pair, ``method``'s matrices of ``metric``; or a reason.
+
+        ``metric``: the client weights (``weight``, the default) or FedMix's
+        ``gate_mass`` (client x expert), one matrix per round.
+        """
+        from pflrepro.results import WEIGHT
+
+        key = (experiment, method, metric or WEIGHT)
         if key not in self._weights:
-            self._weights[key] = self._weight_runs(experiment, method)
+            self._weights[key] = self._weight_runs(experiment, method, metric or WEIGHT)
         return self._weights[key]
 
-    def _weight_runs(self, experiment: str,
-                     method: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
+    def _weight_runs(self, experiment: str, method: str,
+                     metric: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
         import numpy as np
 
         from pflrepro.reporting.tables import RUN_KEYS
-        from pflrepro.results import WEIGHT
 
         frame = self.frame(experiment)
         if frame is None:
             return f"no results for {experiment}"
-        rows = frame[(frame["method"] == method) & (frame["metric"] == WEIGHT)
+        rows = frame[(frame["method"] == method) & (frame["metric"] == metric)
                      & (frame["client"] >= 0) & (frame["peer"] >= 0)]
         if rows.empty:
-            return f"no weight rows of {method}"
+            return f"no {metric} rows of {method}"
         groups = self.run_groups(experiment)
         out: dict[str, dict[tuple[int, int], _WeightRun]] = {}
         at = {k: RUN_KEYS.index(k) for k in ("partition", "split_seed", "train_seed")}
@@ -709,7 +755,7 @@ RESAMPLES = 2000
 #: e.g. two methods with the same correct counts whose accuracies were summed in
 #: another order (1e-6 points is far below one test sample).
 TIES: Mapping[str, float] = {"pp": 1e-6, "weight": 1e-12, "components": 1e-9,
-                             "ratio": 1e-9}
+                             "ratio": 1e-9, "gate": 1e-12}
 
 
 @dataclass
@@ -1073,6 +1119,34 @@ def _used(run: _WeightRun) -> tuple[float, int] | None:
     return float(len(np.unique(run.final.argmax(axis=1)))), distributions
 
 
+def _alignment(run: _WeightRun) -> float | None:
+    """Gate alignment of a run (``None`` without both kinds of client pair).
+
+    The mean similarity ``1 - |g_i - g_j|_1 / 2`` of the final gates (rows normalised
+    to sum 1) of two clients of one distribution minus that of two clients of
+    different ones.
+    """
+    import numpy as np
+
+    final = run.final
+    totals = final.sum(axis=1, keepdims=True)
+    if (totals <= 0).any():
+        return None
+    gates = final / totals
+    within, across = [], []
+    for i, ci in enumerate(run.clients):
+        gi = run.groups.get(int(ci), -1)
+        for j in range(i + 1, len(run.clients)):
+            gj = run.groups.get(int(run.clients[j]), -1)
+            if gi < 0 or gj < 0:
+                continue
+            sim = 1.0 - 0.5 * float(np.abs(gates[i] - gates[j]).sum())
+            (within if gi == gj else across).append(sim)
+    if not within or not across:
+        return None
+    return float(np.mean(within) - np.mean(across))
+
+
 #: Why a weight statistic is undefined for a run.
 _UNDEFINED = {
     "weight_mass": "no client with a distribution id",
@@ -1080,6 +1154,7 @@ _UNDEFINED = {
     "peak": "a zero weight row",
     "variation": "weights of a single round",
     "components_used": "no distribution ids",
+    "gate_alignment": "no two clients of one distribution, or none of two",
 }
 #: A peak weight this close to 1 is one-hot.
 _ONE_HOT = 1e-9
@@ -1178,6 +1253,92 @@ def _weight_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Out
     return _Outcome(head=head, groups=[terms + gaps], items=[*texts, *unknown])
 
 
+def _gate_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
+    """``gate_alignment``: a's gate alignment ``op`` b's, per column (see the module doc)."""
+    from pflrepro.algorithms.fedmix import GATE_MASS
+
+    cols, gaps, unknown = _columns(data, experiments, check)
+    several = len(experiments) > 1
+    sign = OPS[check.op or ">"][0]
+    terms: list[_Term] = []
+    texts: list[str] = []
+    for col in cols:
+        where = data.label(col[0], col[1], several)
+        cells: list[tuple[str, Runs]] = []
+        reasons: list[str] = []
+        for method in (check.a, check.b):
+            runs: Runs = {}
+            if method not in data.design[col[0]].methods:
+                reasons.append(f"{method} is not in {col[0]}")
+            else:
+                got = data.weight_runs(col[0], method or "", GATE_MASS)
+                if isinstance(got, str):
+                    reasons.append(got)
+                else:
+                    runs = {s: _alignment(r) for s, r in got.get(col[1], {}).items()}
+                    if not runs:
+                        reasons.append(f"no {GATE_MASS} rows of {method}")
+            cells.append((f"{method} {where}", runs))
+        seeds = data.seeds(col[0])
+        complete = all(s in runs for _, runs in cells for s in seeds)
+        if complete and any(runs[s] is None for _, runs in cells for s in seeds):
+            terms.append(_Term(experiment=col[0], gap="undecidable",
+                               reason=f"{where}: {_UNDEFINED['gate_alignment']}"))
+        else:
+            terms.append(_runs_term(col[0], cells, seeds,
+                                    lambda m, s=sign: s * (m[..., 0] - m[..., 1])))
+        xa, xb = (_mean({k: v for k, v in runs.items() if v is not None}, seeds)
+                  for _, runs in cells)
+        texts.append(f"{where}: {_w(xa)} vs {_w(xb)}"
+                     + (f" ({'; '.join(reasons)})" if reasons else ""))
+    return _Outcome(head=f"gate alignment {check.a} vs {check.b}", groups=[terms + gaps],
+                    items=[*texts, *unknown])
+
+
+def _across_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
+    """``across_experiments``: |method in experiments[0] - reference in experiments[1]|."""
+    import numpy as np
+
+    first, second = experiments
+    method, reference = check.method or "", check.reference or check.method or ""
+    head = f"{method} ({first}) vs {reference} ({second})"
+    for name in experiments:
+        if name not in data.design or data.frame(name) is None:
+            text = (f"{name} is not in the config" if name not in data.design
+                    else f"no results for {name}")
+            return _Outcome(head=head, groups=[[_Term(experiment=name, gap="missing",
+                                                      reason=text)]], items=[text])
+    seeds = data.seeds(first)
+    if set(seeds) != set(data.seeds(second)):
+        text = (f"{first} and {second} have different seed pairs, so their runs cannot "
+                "be paired")
+        return _Outcome(head=head, groups=[[_Term(experiment=first, gap="undecidable",
+                                                  reason=text)]], items=[text])
+    key = f"{first} + {second}"  # one bootstrap draw: the runs pair across experiments
+    tolerance = check.tolerance
+
+    def runs(experiment: str, name: str, partition: str) -> Runs:
+        design = data.design[experiment]
+        if name not in design.methods or partition not in design.partitions:
+            return {}
+        return data.accuracy_runs(experiment, partition, name, check.metric or "",
+                                  check.round_fraction)
+
+    terms: list[_Term] = []
+    texts: list[str] = []
+    for part in data.design[first].partitions:
+        label = data.label(first, part, False)
+        cells = [(f"{method} {first} {label}", runs(first, method, part)),
+                 (f"{reference} {second} {label}", runs(second, reference, part))]
+        terms.append(_runs_term(key, cells, seeds,
+                                lambda m: tolerance - np.abs(m[..., 0] - m[..., 1])))
+        a, b = (_mean(c[1], seeds) for c in cells)
+        texts.append(f"{label} {_pct(a)} vs {_pct(b)}"
+                     + ("" if part in data.design[second].partitions
+                        else f" ({part} is not a column of {second})"))
+    return _Outcome(head=head, groups=[terms], items=texts)
+
+
 def _communication_check(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
     cols, gaps, unknown = _columns(data, experiments, check)
     several = len(experiments) > 1
@@ -1212,6 +1373,10 @@ def _communication_check(check: Check, data: _Data, experiments: Sequence[str]) 
 
 
 def _evaluate(check: Check, data: _Data, experiments: Sequence[str]) -> _Outcome:
+    if check.type == "gate_alignment":
+        return _gate_check(check, data, experiments)
+    if check.type == "across_experiments":
+        return _across_check(check, data, experiments)
     if check.type == "communication_ratio":
         return _communication_check(check, data, experiments)
     if check.type in ("compare", "above_all", "within"):
@@ -1282,7 +1447,7 @@ def _md(text: Any) -> str:
 def _margin_text(margin: float, unit: str) -> str:
     if margin != margin:  # NaN
         return "—"
-    if unit == "weight":
+    if unit in ("weight", "gate"):
         return f"{margin:+.3g} {unit}"
     return f"{margin:+.2f} {unit}"
 
@@ -1290,7 +1455,7 @@ def _margin_text(margin: float, unit: str) -> str:
 def _ci_text(low: float, high: float, unit: str) -> str:
     if low != low or high != high:  # NaN
         return "—"
-    if unit == "weight":
+    if unit in ("weight", "gate"):
         return f"[{low:+.3g}, {high:+.3g}]"
     return f"[{low:+.2f}, {high:+.2f}]"
 
@@ -1326,7 +1491,9 @@ def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
               "holds by that much (worst column; best column for 'some column'); pp = "
               "percentage points of accuracy (the tables' numbers: mean over runs); "
               "weight = learned client weights at the final round, or their change summed "
-              "over rounds (variation), mean over runs. n: runs (seed pairs) per cell. "
+              "over rounds (variation), mean over runs; gate = gate alignment (FedMix's "
+              "gates, same-distribution minus other-distribution similarity). n: runs "
+              "(seed pairs) per cell. "
               f"Interval: {LEVEL:.0%} paired percentile bootstrap of the margin over the "
               f"(split, training) seed pairs, {RESAMPLES} resamples with a fixed seed.", ""]
     write_text(md_path, "\n".join(lines))
