@@ -151,6 +151,8 @@ def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None
                     if claim.check.type in ("weight_mass", "group_contrast",
                                             "weight_compare", "components_used"):
                         assert methods[method]["algorithm"] in W.recording(R.WEIGHT), method
+                    if claim.check.type == "gate_alignment":
+                        assert methods[method]["algorithm"] in W.recording(GATE_MASS), method
 
 
 def test_row_keys_of_the_shipped_file() -> None:
