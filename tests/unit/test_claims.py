@@ -963,3 +963,34 @@ def test_across_experiments_missing_and_undecidable() -> None:
     frame = evaluate(agg[agg["experiment"] == "het"], ACROSS, design=design,
                      experiments=("het", "hom"), scope="together")
     assert one(frame)[0] == "missing" and "no results for hom" in frame["numbers"].iloc[0]
+
+
+# --------------------------------------------------------------------------- CPU designs
+def test_perfedckt_and_fedmix_cpu_designs_have_three_seed_pairs() -> None:
+    # with one seed pair every claim on them was inconclusive (n = 1, no interval)
+    cfg = parse({**raw_config(), "scale": "cpu"})
+    names = [n for n in cfg.experiments if n.endswith(("_cpu", "_cpu_digits"))
+             and n.startswith(("perfedckt_", "fedmix_"))]
+    assert len(names) == 9
+    for name in names:
+        assert len(cfg.experiments[name].seed_pairs()) >= 3, name
+
+
+def test_perfedckt_cpu_partition_leaves_local_a_task() -> None:
+    """The CPU analogue's clients hold more than one class (Local cannot be trivially
+    right): the median effective number of classes, exp(entropy) of a client's label
+    counts, of the configured Dirichlet draw over 10 balanced classes is at least 2
+    (alpha 0.01 gave 1.0: one class per client)."""
+    from pflrepro.data.schemes.dirichlet import DirichletPartitioner
+
+    spec = raw_config()["experiments"]["perfedckt_table1_cpu"]["partitions"][0]
+    part = DirichletPartitioner(clients=spec["clients"], alpha=spec["alpha"],
+                                min_samples=spec["min_samples"])
+    per_class = spec["max_samples"] // 10
+    for seed in range(3):
+        table = part.draw_counts(np.full(10, per_class), seed).astype(float)
+        shares = table[table.sum(axis=1) > 0]
+        shares = shares / shares.sum(axis=1, keepdims=True)
+        logs = np.log(np.where(shares > 0, shares, 1.0))
+        effective = np.exp(-(shares * logs).sum(axis=1))
+        assert np.median(effective) >= 2.0, (seed, np.median(effective))
