@@ -22,7 +22,6 @@ import yaml
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.codedigest import digest_files, import_closure, module_file
-from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -911,7 +910,7 @@ def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[
 
 
 def check_config_paths(paths: Sequence[str | Path],
-                       schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+                       schema: Mapping[str, Any] | str | Path) -> WorkflowConfig:
     """The workflow's checks on config files: read strictly, merged in order, checked.
 
     Snakemake reads the files of ``--configfile`` itself, before the workflow runs, and
@@ -973,20 +972,16 @@ def _schema_message(error: Any) -> str:
     return f"{where or 'config top level'}: {message}"
 
 
-def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> None:
+def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path) -> None:
     """Validate ``raw`` against the config schema; one short message naming the key.
 
-    ``schema`` is the schema, the path of its YAML file, or None for
-    :func:`pflrepro.schema.build_schema`. Unlike ``snakemake.utils.validate`` the
-    message never prints the schema itself.
+    ``schema`` is the schema (:func:`pflrepro.schema.build_schema`, which imports this
+    module: so it is passed in, never imported here) or the path of its YAML file.
+    Unlike ``snakemake.utils.validate`` the message never prints the schema itself.
     """
     import jsonschema
 
-    if schema is None:
-        from pflrepro.schema import build_schema
-
-        schema = build_schema()
-    elif isinstance(schema, str | Path):
+    if isinstance(schema, str | Path):
         schema = yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the config's top level must be a mapping, got {type(raw).__name__}")
@@ -1001,7 +996,7 @@ def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path | None = None)
     raise ConfigError(_schema_message(error))
 
 
-def check(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+def check(raw: Any, schema: Mapping[str, Any] | str | Path) -> WorkflowConfig:
     """:func:`check_schema`, then :func:`parse`: what ``common.smk`` does."""
     check_schema(raw, schema)
     return parse(raw)

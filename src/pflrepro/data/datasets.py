@@ -5,11 +5,17 @@ callable that writes :mod:`pflrepro.data.store`'s form into a directory. Sources
 that download take an ordered list of mirrors (http(s) URLs, ``file://`` URLs or
 local directories) and a raw-download directory. The config schema's list of data
 sets comes from :data:`DATASETS`.
+
+This module registers the bundled ``digits``; the downloaded ones are registered by
+:mod:`pflrepro.data.catalog`, which :data:`DATASETS` imports by name
+(:data:`SOURCE_MODULES`) the first time it is read, as the algorithm and scheme
+registries import their modules. The catalog imports this module, never the reverse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +41,45 @@ class DatasetSource:
     num_classes: int | None = None
 
 
-DATASETS: dict[str, DatasetSource] = {}
+#: The modules that register data sets besides this one (imported on the first read
+#: of :data:`DATASETS`).
+SOURCE_MODULES = ("pflrepro.data.catalog",)
+#: Data sets registered so far (:func:`register_dataset`), by name.
+_LOADED: dict[str, DatasetSource] = {}
+
+
+class _Datasets(Mapping[str, DatasetSource]):
+    """Name -> :class:`DatasetSource`; the first read imports :data:`SOURCE_MODULES`."""
+
+    def __init__(self) -> None:
+        self._complete = False
+
+    def _load(self) -> dict[str, DatasetSource]:
+        if not self._complete:
+            for module in SOURCE_MODULES:
+                importlib.import_module(module)
+            self._complete = True
+        return _LOADED
+
+    def __getitem__(self, name: str) -> DatasetSource:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._load()))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+#: Every data set by name (``dataset:`` in the config).
+DATASETS: Mapping[str, DatasetSource] = _Datasets()
 
 
 def register_dataset(source: DatasetSource) -> DatasetSource:
     """Add ``source`` to the registry (names are unique)."""
-    if source.name in DATASETS:
+    if source.name in _LOADED:
         raise ValueError(f"data set {source.name!r} registered twice")
-    DATASETS[source.name] = source
+    _LOADED[source.name] = source
     return source
 
 
@@ -87,5 +124,3 @@ register_dataset(DatasetSource(
     num_samples=1797,
     num_classes=10,
 ))
-
-from pflrepro.data import catalog  # noqa: E402,F401  (registers the real data sets)
