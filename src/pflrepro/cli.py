@@ -195,7 +195,7 @@ def _list(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pflrepro.progress import format_status, iter_expected, job_status
+    from pflrepro.status import format_status, iter_expected, job_status
 
     results = Path(args.results)
     if not results.is_dir():

@@ -9,7 +9,6 @@ partition parameters). Every error names the offending key.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
@@ -21,7 +20,7 @@ from typing import Any
 import yaml
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
-from pflrepro.codedigest import digest_files, import_closure, module_file
+from pflrepro.codedigest import code_digest
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -284,7 +283,8 @@ class WorkflowConfig:
     def run_spec(self, key: RunKey) -> dict[str, Any]:
         """The JSON-able spec of one training job: all that determines its numbers.
 
-        ``code`` is a digest of the source files this job runs (:func:`code_digest`:
+        ``code`` is a digest of the source files this job runs
+        (:func:`pflrepro.codedigest.code_digest`:
         the modules the training entry imports, and its algorithm's module with what
         that imports), so editing one method's file reruns only that method's jobs.
         """
@@ -300,102 +300,6 @@ class WorkflowConfig:
             **({"public": {"dataset": exp.public.dataset, "size": exp.public.size}}
                if exp.public is not None else {}),
         }
-
-
-#: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
-#: code is these modules and all they import (:func:`training_files`).
-TRAINING_ENTRIES = ("pflrepro.run",)  # run.train_job: checkpoints, progress, output
-_ROOT = Path(__file__).resolve().parent
-#: The directory holding the ``pflrepro`` package (``src``).
-_SRC = _ROOT.parent
-
-
-@functools.cache
-def training_core(src: Path = _SRC) -> tuple[Path, ...]:
-    """The files every training job runs, whatever its algorithm (sorted).
-
-    The static import closure (:func:`pflrepro.codedigest.import_closure`) of
-    :data:`TRAINING_ENTRIES`. An algorithm's module is not in it: a job imports that
-    by name (:func:`pflrepro.algorithms.base.get_algorithm`), which no static reading
-    sees, so :func:`training_files` adds it per algorithm. Reporting code is not in it
-    either, since the training entry does not import it. Computed once per process.
-    """
-    return tuple(_core_closure(src).values())
-
-
-@functools.cache
-def _core_closure(src: Path) -> dict[str, Path]:
-    return import_closure(src, TRAINING_ENTRIES)
-
-
-def _algorithm_files(module: str, src: Path = _SRC) -> list[Path]:
-    """The files algorithm module ``module`` adds to :func:`training_core`.
-
-    Its own file first, then, sorted, those of everything it imports beyond the core
-    (e.g. the algorithm modules it builds on).
-    """
-    own = module_file(src, module)
-    if own is None:
-        raise ConfigError(f"algorithm module {module!r}: no such file under {src}")
-    added = import_closure(src, [module], known=_core_closure(src))
-    return [own, *(f for f in added.values() if f != own)]
-
-
-@functools.cache
-def training_files(algorithm: str, src: Path = _SRC) -> tuple[Path, ...]:
-    """Every source file a training job of ``algorithm`` runs, sorted.
-
-    :func:`training_core` plus the closure of the algorithm's module, so editing one
-    algorithm's file (or one it imports: HeurFedAMP builds on FedAMP) changes only the
-    digests of the algorithms that run it. Found from the source without importing
-    it (no torch); computed once per process.
-    """
-    extra = _algorithm_files(algorithm_info(algorithm).module, src)
-    return tuple(sorted({*training_core(src), *extra}))
-
-
-@functools.cache
-def code_digest(algorithm: str, src: Path = _SRC) -> str:
-    """SHA-256 (first 16 hex digits) over :func:`training_files` of ``algorithm``.
-
-    Paths relative to ``src`` and contents (:func:`pflrepro.codedigest.digest_files`).
-    """
-    return digest_files(src, training_files(algorithm, src))
-
-
-#: What a partition job (``pflrepro partition``) runs besides its scheme's module: the
-#: partition base and the data store it reads labels and extra arrays from.
-PARTITION_ENTRIES = ("pflrepro.data.partition", "pflrepro.data.store")
-
-
-@functools.cache
-def partition_files(scheme: str, src: Path = _SRC) -> tuple[Path, ...]:
-    """Every source file a partition job of ``scheme`` runs, sorted.
-
-    The static import closure of :data:`PARTITION_ENTRIES` and the scheme's module,
-    without the other schemes' modules (the schemes package imports them all to
-    register them; none of their code runs in this scheme's split) and what only they
-    import. Computed once per process.
-    """
-    from pflrepro.data.partition import PARTITIONERS
-
-    if scheme not in PARTITIONERS:
-        raise ConfigError(f"unknown partition scheme {scheme!r}")
-    own = PARTITIONERS[scheme].__module__
-    others = {cls.__module__ for cls in PARTITIONERS.values()} - {own}
-    closure = import_closure(src, [*PARTITION_ENTRIES, own], known=others)
-    return tuple(sorted(closure.values()))
-
-
-@functools.cache
-def partition_code_digest(scheme: str, src: Path = _SRC) -> str:
-    """SHA-256 (16 hex digits) over :func:`partition_files` of ``scheme``.
-
-    A partition job's parameters include it, so editing a scheme re-partitions (and
-    retrains on) only that scheme's partitions, and editing what every split runs (the
-    partition base, the seeding, the data store) re-partitions all.
-    """
-    return digest_files(src, partition_files(scheme, src))
 
 
 #: Training keys that must be finite numbers, and whether 0 is allowed.

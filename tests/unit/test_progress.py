@@ -9,13 +9,8 @@ import pytest
 
 from pflrepro import results as R
 from pflrepro.cli import main
-from pflrepro.progress import (
-    RoundProgress,
-    format_duration,
-    format_status,
-    job_status,
-    partial_path,
-)
+from pflrepro.progress import RoundProgress, format_duration, partial_path
+from pflrepro.status import format_status, job_status
 
 
 class Clock:
