@@ -525,8 +525,27 @@ def _check_projected_passes(exp: ExperimentConfig) -> None:
 
 
 def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
-    """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key."""
-    data = raw.get("data", {}) or {}
+    """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key.
+
+    One function per section, in this order (a later section may refer to an earlier
+    one): ``data`` (:func:`_parse_data`), ``methods`` (:func:`_parse_methods`),
+    ``training`` and ``experiments`` (:func:`_parse_experiments`), ``allow_huge``
+    (:func:`_check_allow_huge`), ``tables`` (:func:`_parse_tables`) and ``scale``
+    (:func:`_parse_scale`).
+    """
+    mirrors = _parse_data(raw.get("data", {}) or {})
+    methods = _parse_methods(raw.get("methods") or {})
+    experiments = _parse_experiments(raw.get("experiments") or {},
+                                     raw.get("training", {}) or {}, methods)
+    _check_allow_huge(raw.get("allow_huge", False), experiments)
+    tables = _parse_tables(raw.get("tables") or {}, experiments)
+    scale = _parse_scale(raw.get("scale", "paper"), experiments)
+    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
+                          tables=tables, scale=scale)
+
+
+def _parse_data(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The ``data`` section: each data set's mirrors."""
     mirrors = {}
     for name, urls in (data.get("mirrors", {}) or {}).items():
         if name not in DATASETS:
@@ -537,9 +556,13 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         mirrors[name] = tuple(check_name(url, f"data.mirrors.{name}[{i}]", MIRROR_PATTERN,
                                          MIRROR_MAX_LENGTH, what="mirror")
                               for i, url in enumerate(urls))
+    return mirrors
 
+
+def _parse_methods(section: Mapping[str, Any]) -> dict[str, MethodConfig]:
+    """The ``methods`` section: each named variant's algorithm and hyperparameters."""
     methods: dict[str, MethodConfig] = {}
-    for name, spec in (raw.get("methods") or {}).items():
+    for name, spec in section.items():
         check_name(name, "methods", METHOD_NAME_PATTERN)
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
@@ -549,106 +572,139 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             raise ConfigError(f"methods.{name}: {err}") from err
         methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)
         _check_method_params(methods[name], f"methods.{name}")
+    return methods
 
-    defaults = raw.get("training", {}) or {}
+
+def _parse_experiments(section: Mapping[str, Any], defaults: Mapping[str, Any],
+                       methods: Mapping[str, MethodConfig]) -> dict[str, ExperimentConfig]:
+    """The ``experiments`` section, each over the top-level ``training`` defaults."""
     _check_training_values(defaults, "training")
     experiments: dict[str, ExperimentConfig] = {}
-    for name, spec in (raw.get("experiments") or {}).items():
-        check_name(name, "experiments")
-        where = f"experiments.{name}"
-        dataset = spec.get("dataset")
-        if dataset not in DATASETS:
-            raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
-                              f"known: {sorted(DATASETS)}")
-        partitions = []
-        labels: dict[str, str] = {}
-        for i, pspec in enumerate(spec.get("partitions", [])):
-            pspec = dict(pspec)
-            label = pspec.pop("label", None)
-            try:
-                partitions.append(from_spec(pspec))
-            except (TypeError, ValueError) as err:
-                raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
-            check_name(partitions[-1].id, f"{where}.partitions[{i}]", PARTITION_ID_PATTERN,
-                       PARTITION_ID_MAX_LENGTH, what="partition id")
-            if label is not None:
-                labels[partitions[-1].id] = str(label)
-        ids = [p.id for p in partitions]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"{where}.partitions: the same partition is listed twice")
-        for i, p in enumerate(partitions):
-            if p.clients > MAX_CLIENTS:
-                raise ConfigError(f"{where}.partitions[{i}].clients: {p.clients} is above the "
-                                  f"most allowed, {MAX_CLIENTS:_}")
-            _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
-        for m in spec.get("methods", []):
-            if m not in methods:
-                raise ConfigError(f"{where}.methods: unknown method {m!r}; "
-                                  f"defined under 'methods': {sorted(methods)}")
-        _unique(list(spec.get("methods", [])), f"{where}.methods")
-        experiments[name] = ExperimentConfig(
-            name=name,
-            description=str(spec.get("description", "")),
-            dataset=dataset,
-            partitions=tuple(partitions),
-            methods=tuple(spec.get("methods", [])),
-            split_seeds=_seeds(spec, "split_seeds", where),
-            train_seeds=_seeds(spec, "train_seeds", where),
-            training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
-            resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
-            scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
-            label=str(spec.get("label", name)),
-            figures=tuple(_choice(f, FIGURE_KINDS, f"{where}.figures")
-                          for f in spec.get("figures", ("accuracy", "weights"))),
-            focus_client=int(spec.get("focus_client", 0)),
-            partition_labels=labels,
-            public=_public(spec.get("public"), f"{where}.public"),
-            seed_pairing=str(spec.get("seed_pairing", "grid")),
-        )
-        exp = experiments[name] = _with_tune(experiments[name], spec.get("tune"), methods)
-        for m in exp.methods:
-            info = algorithm_info(methods[m].algorithm)
-            t = exp.training
-            if info.requires_plain_sgd and (t.optimizer != "sgd" or t.momentum != 0):
-                raise ConfigError(
-                    f"{where}.training.optimizer: method {m!r} (algorithm {info.name}) "
-                    f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
-                    f"{t.optimizer!r}, "
-                    f"momentum {t.momentum}")
-            if info.needs_public and exp.public is None:
-                raise ConfigError(
-                    f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
-                    f"unlabeled public set; give the experiment one, e.g. public: "
-                    f"{{dataset: {exp.dataset}, size: 500}}")
-            if t.heterogeneous and not info.heterogeneous_models:
-                able = sorted(n for n, i in INFOS.items() if i.heterogeneous_models)
-                raise ConfigError(
-                    f"{where}.training.architectures: method {m!r} (algorithm "
-                    f"{info.name}) needs one architecture for every client and cannot run "
-                    f"with {len(t.architectures)} architectures; drop the method or "
-                    f"training.architectures (methods that accept several: {able})")
-            if t.client_fraction < 1.0 and not info.partial_participation:
-                able = sorted(n for n, i in INFOS.items() if i.partial_participation)
-                raise ConfigError(
-                    f"{where}.training.client_fraction: method {m!r} (algorithm "
-                    f"{info.name}) trains every client every round and does not support "
-                    f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
-        _check_clients_per_round(exp, spec, where)
-        _check_client_counts(exp, methods, where)
-        clients = min((p.clients for p in exp.partitions), default=0)
-        if exp.focus_client >= clients:
-            raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
-                              f"every partition (smallest has {clients} clients)")
+    for name, spec in section.items():
+        experiments[name] = _parse_experiment(name, spec, defaults, methods)
     if not experiments:
         raise ConfigError("experiments: at least one experiment is required")
-    allow_huge = raw.get("allow_huge", False)
+    return experiments
+
+
+def _parse_partitions(specs: Iterable[Mapping[str, Any]], dataset: str, where: str
+                      ) -> tuple[tuple[Partitioner, ...], dict[str, str]]:
+    """An experiment's ``partitions``: the partitioners and their labels by id."""
+    partitions = []
+    labels: dict[str, str] = {}
+    for i, pspec in enumerate(specs):
+        pspec = dict(pspec)
+        label = pspec.pop("label", None)
+        try:
+            partitions.append(from_spec(pspec))
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
+        check_name(partitions[-1].id, f"{where}.partitions[{i}]", PARTITION_ID_PATTERN,
+                   PARTITION_ID_MAX_LENGTH, what="partition id")
+        if label is not None:
+            labels[partitions[-1].id] = str(label)
+    ids = [p.id for p in partitions]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{where}.partitions: the same partition is listed twice")
+    for i, p in enumerate(partitions):
+        if p.clients > MAX_CLIENTS:
+            raise ConfigError(f"{where}.partitions[{i}].clients: {p.clients} is above the "
+                              f"most allowed, {MAX_CLIENTS:_}")
+        _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
+    return tuple(partitions), labels
+
+
+def _parse_experiment(name: str, spec: Mapping[str, Any], defaults: Mapping[str, Any],
+                      methods: Mapping[str, MethodConfig]) -> ExperimentConfig:
+    """One entry of ``experiments``, checked against ``methods``."""
+    check_name(name, "experiments")
+    where = f"experiments.{name}"
+    dataset = spec.get("dataset")
+    if dataset not in DATASETS:
+        raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
+                          f"known: {sorted(DATASETS)}")
+    partitions, labels = _parse_partitions(spec.get("partitions", []), dataset, where)
+    for m in spec.get("methods", []):
+        if m not in methods:
+            raise ConfigError(f"{where}.methods: unknown method {m!r}; "
+                              f"defined under 'methods': {sorted(methods)}")
+    _unique(list(spec.get("methods", [])), f"{where}.methods")
+    exp = ExperimentConfig(
+        name=name,
+        description=str(spec.get("description", "")),
+        dataset=dataset,
+        partitions=partitions,
+        methods=tuple(spec.get("methods", [])),
+        split_seeds=_seeds(spec, "split_seeds", where),
+        train_seeds=_seeds(spec, "train_seeds", where),
+        training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
+        resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
+        scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
+        label=str(spec.get("label", name)),
+        figures=tuple(_choice(f, FIGURE_KINDS, f"{where}.figures")
+                      for f in spec.get("figures", ("accuracy", "weights"))),
+        focus_client=int(spec.get("focus_client", 0)),
+        partition_labels=labels,
+        public=_public(spec.get("public"), f"{where}.public"),
+        seed_pairing=str(spec.get("seed_pairing", "grid")),
+    )
+    exp = _with_tune(exp, spec.get("tune"), methods)
+    _check_methods_fit(exp, methods, where)
+    _check_clients_per_round(exp, spec, where)
+    _check_client_counts(exp, methods, where)
+    clients = min((p.clients for p in exp.partitions), default=0)
+    if exp.focus_client >= clients:
+        raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
+                          f"every partition (smallest has {clients} clients)")
+    return exp
+
+
+def _check_methods_fit(exp: ExperimentConfig, methods: Mapping[str, MethodConfig],
+                       where: str) -> None:
+    """Refuse a method whose algorithm cannot run the experiment's training or data."""
+    for m in exp.methods:
+        info = algorithm_info(methods[m].algorithm)
+        t = exp.training
+        if info.requires_plain_sgd and (t.optimizer != "sgd" or t.momentum != 0):
+            raise ConfigError(
+                f"{where}.training.optimizer: method {m!r} (algorithm {info.name}) "
+                f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
+                f"{t.optimizer!r}, "
+                f"momentum {t.momentum}")
+        if info.needs_public and exp.public is None:
+            raise ConfigError(
+                f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
+                f"unlabeled public set; give the experiment one, e.g. public: "
+                f"{{dataset: {exp.dataset}, size: 500}}")
+        if t.heterogeneous and not info.heterogeneous_models:
+            able = sorted(n for n, i in INFOS.items() if i.heterogeneous_models)
+            raise ConfigError(
+                f"{where}.training.architectures: method {m!r} (algorithm "
+                f"{info.name}) needs one architecture for every client and cannot run "
+                f"with {len(t.architectures)} architectures; drop the method or "
+                f"training.architectures (methods that accept several: {able})")
+        if t.client_fraction < 1.0 and not info.partial_participation:
+            able = sorted(n for n, i in INFOS.items() if i.partial_participation)
+            raise ConfigError(
+                f"{where}.training.client_fraction: method {m!r} (algorithm "
+                f"{info.name}) trains every client every round and does not support "
+                f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
+
+
+def _check_allow_huge(allow_huge: Any, experiments: Mapping[str, ExperimentConfig]) -> None:
+    """The ``allow_huge`` key; unless it is true, refuse an experiment too big to run."""
     if not isinstance(allow_huge, bool):
         raise ConfigError(f"allow_huge: must be true or false, got {_short(allow_huge)}")
     if not allow_huge:
         for exp in experiments.values():
             _check_projected_passes(exp)
+
+
+def _parse_tables(section: Mapping[str, Any], experiments: Mapping[str, ExperimentConfig]
+                  ) -> dict[str, TableConfig]:
+    """The ``tables`` section, each over experiments of one scale."""
     tables = {}
-    for name, spec in (raw.get("tables") or {}).items():
+    for name, spec in section.items():
         check_name(name, "tables")
         where = f"tables.{name}"
         if name in experiments:
@@ -666,14 +722,18 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             metric=_choice(spec.get("metric", "weighted_final"), TABLE_METRICS,
                            f"{where}.metric"),
             scale=scales.pop())
-    scale = _choice(raw.get("scale", "paper"), SCALES, "scale")
+    return tables
+
+
+def _parse_scale(value: Any, experiments: Mapping[str, ExperimentConfig]) -> str:
+    """The top-level ``scale``: one of :data:`SCALES` that some experiment has."""
+    scale = _choice(value, SCALES, "scale")
     if not any(exp.scale == scale for exp in experiments.values()):
         scales = ", ".join(f"{n}: {e.scale}" for n, e in experiments.items())
         raise ConfigError(f"scale: no experiment has scale {scale!r}, so there is nothing to "
                           f"build; the experiments' scales are {{{scales}}} (set the top-level "
                           f"'scale' or an experiment's 'scale')")
-    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
-                          tables=tables, scale=scale)
+    return scale
 
 
 def _public(spec: Mapping[str, Any] | None, where: str) -> PublicConfig | None:
