@@ -6,22 +6,21 @@ that download take an ordered list of mirrors (http(s) URLs, ``file://`` URLs or
 local directories) and a raw-download directory. The config schema's list of data
 sets comes from :data:`DATASETS`.
 
-This module registers the bundled ``digits``; the downloaded ones are registered by
-:mod:`pflrepro.data.catalog`, which :data:`DATASETS` imports by name
-(:data:`SOURCE_MODULES`) the first time it is read, as the algorithm and scheme
-registries import their modules. The catalog imports this module, never the reverse.
+A data set is one module of :mod:`pflrepro.data.sources`: :data:`DATASETS` finds them
+as the algorithm and scheme registries find theirs, by importing every module of that
+package (a scan of its directory) the first time it is read; nothing else lists them.
+The sources import this module, never the reverse.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from pflrepro.data.store import DatasetMeta, write_dataset
+from pflrepro.data.store import DatasetMeta
 
 PrepareFn = Callable[[Path, Path, Sequence[str]], DatasetMeta]
 
@@ -41,23 +40,24 @@ class DatasetSource:
     num_classes: int | None = None
 
 
-#: The modules that register data sets besides this one (imported on the first read
-#: of :data:`DATASETS`).
-SOURCE_MODULES = ("pflrepro.data.catalog",)
+#: The package whose every module is a data set (imported on the first read of
+#: :data:`DATASETS`).
+SOURCES_PACKAGE = "pflrepro.data.sources"
 #: Data sets registered so far (:func:`register_dataset`), by name.
 _LOADED: dict[str, DatasetSource] = {}
 
 
 class _Datasets(Mapping[str, DatasetSource]):
-    """Name -> :class:`DatasetSource`; the first read imports :data:`SOURCE_MODULES`."""
+    """Name -> :class:`DatasetSource`; the first read imports every source module."""
 
     def __init__(self) -> None:
         self._complete = False
 
     def _load(self) -> dict[str, DatasetSource]:
         if not self._complete:
-            for module in SOURCE_MODULES:
-                importlib.import_module(module)
+            package = importlib.import_module(SOURCES_PACKAGE)
+            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+                importlib.import_module(f"{SOURCES_PACKAGE}.{module}")
             self._complete = True
         return _LOADED
 
@@ -103,24 +103,3 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
             f"raw files (the one named above and the rest of its manifest) into {raw_dir}, "
             f"or into a directory listed under data.mirrors.{name} in the config "
             f"(pflrepro prepare/run: --mirror DIR).", err.failures) from err
-
-
-def _prepare_digits(out_dir: Path, raw_dir: Path, mirrors: Sequence[str]) -> DatasetMeta:
-    """scikit-learn's copy of the UCI optical handwritten digits (1797 images, 8×8, 0..16)."""
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    x = bunch.images.astype(np.uint8)[:, None, :, :]  # values 0..16, exact in uint8
-    y = bunch.target.astype(np.int64)
-    return write_dataset(out_dir, x, y, name="digits", num_classes=10, max_value=16,
-                         source="sklearn.datasets.load_digits (UCI optdigits test set)")
-
-
-register_dataset(DatasetSource(
-    name="digits",
-    description="scikit-learn's bundled handwritten digits: 1797 real 8x8 images, 10 classes; "
-                "no download.",
-    prepare=_prepare_digits,
-    num_samples=1797,
-    num_classes=10,
-))
