@@ -195,7 +195,7 @@ def _list(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pflrepro.progress import format_status, iter_expected, job_status
+    from pflrepro.status import format_status, iter_expected, job_status
 
     results = Path(args.results)
     if not results.is_dir():
@@ -205,8 +205,9 @@ def _status(args: argparse.Namespace) -> None:
     expected: list[tuple[str, str, str, str]] = []
     if args.config:
         from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
 
-        cfg = check_config_paths(args.config)
+        cfg = check_config_paths(args.config, build_schema())
         expected = [k for name, e in cfg.experiments.items() if e.scale == cfg.scale
                     for k in iter_expected(cfg.runs(name))]
     jobs = job_status(args.results, args.logs, expected=expected,
@@ -222,8 +223,9 @@ def _cost(args: argparse.Namespace) -> None:
     projected = None
     if args.project:
         from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
 
-        projected = projection(measured, check_config_paths(args.project),
+        projected = projection(measured, check_config_paths(args.project, build_schema()),
                                scale=args.project_scale)
     write_cost(measured, projected, args.md, args.csv, args.projection_csv,
                experiment=args.experiment or "")
@@ -380,8 +382,9 @@ def _claims(args: argparse.Namespace) -> None:
         design = parse_design(args.design)
     else:  # the experiments' design from the config files, merged as check-config does
         from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
 
-        design = design_of(check_config_paths(args.config),
+        design = design_of(check_config_paths(args.config, build_schema()),
                            claim_experiments(claims, args.scale))
     agg = _read_aggregates(args.aggregate) if args.aggregate else None
     labels, experiment_labels = _labels(args.labels)
@@ -405,8 +408,9 @@ def _schema(args: argparse.Namespace) -> None:
 
 def _check_config(args: argparse.Namespace) -> None:
     from pflrepro.config import check_config_paths
+    from pflrepro.schema import build_schema
 
-    cfg = check_config_paths(args.configs)
+    cfg = check_config_paths(args.configs, build_schema())
     chosen = sum(e.scale == cfg.scale for e in cfg.experiments.values())
     print(f"{' + '.join(args.configs)}: valid ({chosen} experiment(s) at the {cfg.scale} "
           "scale)")

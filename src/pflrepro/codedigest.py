@@ -1,8 +1,9 @@
 """Which source files a job runs, found statically, and a digest of them.
 
-A training job's Snakemake params carry a digest of the code it runs (see
-:func:`pflrepro.config.code_digest`), so editing that code reruns exactly the jobs
-it affects. The file list is derived here from the ``import`` statements, read with
+A training job's Snakemake params carry a digest of the code it runs
+(:func:`code_digest`), and a partition job one of its scheme's code
+(:func:`partition_code_digest`), so editing that code reruns exactly the jobs it
+affects. The file list is derived here from the ``import`` statements, read with
 :mod:`ast` and never executed: the workflow parse that asks for it must stay fast
 and import no torch.
 
@@ -19,11 +20,16 @@ are ignored. What it cannot see: modules imported by a computed name
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["digest_files", "import_closure", "module_file"]
+from pflrepro.algorithms.registry import algorithm_info
+
+__all__ = ["PARTITION_ENTRIES", "TRAINING_ENTRIES", "code_digest", "digest_files",
+           "import_closure", "module_file", "partition_code_digest", "partition_files",
+           "training_core", "training_files"]
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -136,3 +142,98 @@ def digest_files(root: Path, files: Iterable[Path]) -> str:
         h.update(rel.encode() + b"\0")
         h.update(hashlib.sha256((root / rel).read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+#: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
+#: code is these modules and all they import (:func:`training_files`).
+TRAINING_ENTRIES = ("pflrepro.run",)  # run.train_job: checkpoints, progress, output
+#: The directory holding the ``pflrepro`` package (``src``).
+_SRC = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def training_core(src: Path = _SRC) -> tuple[Path, ...]:
+    """The files every training job runs, whatever its algorithm (sorted).
+
+    The static import closure (:func:`import_closure`) of
+    :data:`TRAINING_ENTRIES`. An algorithm's module is not in it: a job imports that
+    by name (:func:`pflrepro.algorithms.base.get_algorithm`), which no static reading
+    sees, so :func:`training_files` adds it per algorithm. Reporting code is not in it
+    either, since the training entry does not import it. Computed once per process.
+    """
+    return tuple(_core_closure(src).values())
+
+
+@functools.cache
+def _core_closure(src: Path) -> dict[str, Path]:
+    return import_closure(src, TRAINING_ENTRIES)
+
+
+def _algorithm_files(module: str, src: Path = _SRC) -> list[Path]:
+    """The files algorithm module ``module`` adds to :func:`training_core`.
+
+    Its own file first, then, sorted, those of everything it imports beyond the core
+    (e.g. the algorithm modules it builds on).
+    """
+    own = module_file(src, module)
+    if own is None:
+        raise ValueError(f"algorithm module {module!r}: no such file under {src}")
+    added = import_closure(src, [module], known=_core_closure(src))
+    return [own, *(f for f in added.values() if f != own)]
+
+
+@functools.cache
+def training_files(algorithm: str, src: Path = _SRC) -> tuple[Path, ...]:
+    """Every source file a training job of ``algorithm`` runs, sorted.
+
+    :func:`training_core` plus the closure of the algorithm's module, so editing one
+    algorithm's file (or one it imports: HeurFedAMP builds on FedAMP) changes only the
+    digests of the algorithms that run it. Found from the source without importing
+    it (no torch); computed once per process.
+    """
+    extra = _algorithm_files(algorithm_info(algorithm).module, src)
+    return tuple(sorted({*training_core(src), *extra}))
+
+
+@functools.cache
+def code_digest(algorithm: str, src: Path = _SRC) -> str:
+    """SHA-256 (first 16 hex digits) over :func:`training_files` of ``algorithm``.
+
+    Paths relative to ``src`` and contents (:func:`digest_files`).
+    """
+    return digest_files(src, training_files(algorithm, src))
+
+
+#: What a partition job (``pflrepro partition``) runs besides its scheme's module: the
+#: partition base and the data store it reads labels and extra arrays from.
+PARTITION_ENTRIES = ("pflrepro.data.partition", "pflrepro.data.store")
+
+
+@functools.cache
+def partition_files(scheme: str, src: Path = _SRC) -> tuple[Path, ...]:
+    """Every source file a partition job of ``scheme`` runs, sorted.
+
+    The static import closure of :data:`PARTITION_ENTRIES` and the scheme's module,
+    without the other schemes' modules (the schemes package imports them all to
+    register them; none of their code runs in this scheme's split) and what only they
+    import. Computed once per process.
+    """
+    from pflrepro.data.partition import PARTITIONERS
+
+    if scheme not in PARTITIONERS:
+        raise ValueError(f"unknown partition scheme {scheme!r}")
+    own = PARTITIONERS[scheme].__module__
+    others = {cls.__module__ for cls in PARTITIONERS.values()} - {own}
+    closure = import_closure(src, [*PARTITION_ENTRIES, own], known=others)
+    return tuple(sorted(closure.values()))
+
+
+@functools.cache
+def partition_code_digest(scheme: str, src: Path = _SRC) -> str:
+    """SHA-256 (16 hex digits) over :func:`partition_files` of ``scheme``.
+
+    A partition job's parameters include it, so editing a scheme re-partitions (and
+    retrains on) only that scheme's partitions, and editing what every split runs (the
+    partition base, the seeding, the data store) re-partitions all.
+    """
+    return digest_files(src, partition_files(scheme, src))

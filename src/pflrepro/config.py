@@ -9,7 +9,6 @@ partition parameters). Every error names the offending key.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
@@ -21,8 +20,7 @@ from typing import Any
 import yaml
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
-from pflrepro.codedigest import digest_files, import_closure, module_file
-from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
+from pflrepro.codedigest import code_digest
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -285,7 +283,8 @@ class WorkflowConfig:
     def run_spec(self, key: RunKey) -> dict[str, Any]:
         """The JSON-able spec of one training job: all that determines its numbers.
 
-        ``code`` is a digest of the source files this job runs (:func:`code_digest`:
+        ``code`` is a digest of the source files this job runs
+        (:func:`pflrepro.codedigest.code_digest`:
         the modules the training entry imports, and its algorithm's module with what
         that imports), so editing one method's file reruns only that method's jobs.
         """
@@ -301,102 +300,6 @@ class WorkflowConfig:
             **({"public": {"dataset": exp.public.dataset, "size": exp.public.size}}
                if exp.public is not None else {}),
         }
-
-
-#: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
-#: code is these modules and all they import (:func:`training_files`).
-TRAINING_ENTRIES = ("pflrepro.run",)  # run.train_job: checkpoints, progress, output
-_ROOT = Path(__file__).resolve().parent
-#: The directory holding the ``pflrepro`` package (``src``).
-_SRC = _ROOT.parent
-
-
-@functools.cache
-def training_core(src: Path = _SRC) -> tuple[Path, ...]:
-    """The files every training job runs, whatever its algorithm (sorted).
-
-    The static import closure (:func:`pflrepro.codedigest.import_closure`) of
-    :data:`TRAINING_ENTRIES`. An algorithm's module is not in it: a job imports that
-    by name (:func:`pflrepro.algorithms.base.get_algorithm`), which no static reading
-    sees, so :func:`training_files` adds it per algorithm. Reporting code is not in it
-    either, since the training entry does not import it. Computed once per process.
-    """
-    return tuple(_core_closure(src).values())
-
-
-@functools.cache
-def _core_closure(src: Path) -> dict[str, Path]:
-    return import_closure(src, TRAINING_ENTRIES)
-
-
-def _algorithm_files(module: str, src: Path = _SRC) -> list[Path]:
-    """The files algorithm module ``module`` adds to :func:`training_core`.
-
-    Its own file first, then, sorted, those of everything it imports beyond the core
-    (e.g. the algorithm modules it builds on).
-    """
-    own = module_file(src, module)
-    if own is None:
-        raise ConfigError(f"algorithm module {module!r}: no such file under {src}")
-    added = import_closure(src, [module], known=_core_closure(src))
-    return [own, *(f for f in added.values() if f != own)]
-
-
-@functools.cache
-def training_files(algorithm: str, src: Path = _SRC) -> tuple[Path, ...]:
-    """Every source file a training job of ``algorithm`` runs, sorted.
-
-    :func:`training_core` plus the closure of the algorithm's module, so editing one
-    algorithm's file (or one it imports: HeurFedAMP builds on FedAMP) changes only the
-    digests of the algorithms that run it. Found from the source without importing
-    it (no torch); computed once per process.
-    """
-    extra = _algorithm_files(algorithm_info(algorithm).module, src)
-    return tuple(sorted({*training_core(src), *extra}))
-
-
-@functools.cache
-def code_digest(algorithm: str, src: Path = _SRC) -> str:
-    """SHA-256 (first 16 hex digits) over :func:`training_files` of ``algorithm``.
-
-    Paths relative to ``src`` and contents (:func:`pflrepro.codedigest.digest_files`).
-    """
-    return digest_files(src, training_files(algorithm, src))
-
-
-#: What a partition job (``pflrepro partition``) runs besides its scheme's module: the
-#: partition base and the data store it reads labels and extra arrays from.
-PARTITION_ENTRIES = ("pflrepro.data.partition", "pflrepro.data.store")
-
-
-@functools.cache
-def partition_files(scheme: str, src: Path = _SRC) -> tuple[Path, ...]:
-    """Every source file a partition job of ``scheme`` runs, sorted.
-
-    The static import closure of :data:`PARTITION_ENTRIES` and the scheme's module,
-    without the other schemes' modules (the schemes package imports them all to
-    register them; none of their code runs in this scheme's split) and what only they
-    import. Computed once per process.
-    """
-    from pflrepro.data.partition import PARTITIONERS
-
-    if scheme not in PARTITIONERS:
-        raise ConfigError(f"unknown partition scheme {scheme!r}")
-    own = PARTITIONERS[scheme].__module__
-    others = {cls.__module__ for cls in PARTITIONERS.values()} - {own}
-    closure = import_closure(src, [*PARTITION_ENTRIES, own], known=others)
-    return tuple(sorted(closure.values()))
-
-
-@functools.cache
-def partition_code_digest(scheme: str, src: Path = _SRC) -> str:
-    """SHA-256 (16 hex digits) over :func:`partition_files` of ``scheme``.
-
-    A partition job's parameters include it, so editing a scheme re-partitions (and
-    retrains on) only that scheme's partitions, and editing what every split runs (the
-    partition base, the seeding, the data store) re-partitions all.
-    """
-    return digest_files(src, partition_files(scheme, src))
 
 
 #: Training keys that must be finite numbers, and whether 0 is allowed.
@@ -622,8 +525,27 @@ def _check_projected_passes(exp: ExperimentConfig) -> None:
 
 
 def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
-    """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key."""
-    data = raw.get("data", {}) or {}
+    """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key.
+
+    One function per section, in this order (a later section may refer to an earlier
+    one): ``data`` (:func:`_parse_data`), ``methods`` (:func:`_parse_methods`),
+    ``training`` and ``experiments`` (:func:`_parse_experiments`), ``allow_huge``
+    (:func:`_check_allow_huge`), ``tables`` (:func:`_parse_tables`) and ``scale``
+    (:func:`_parse_scale`).
+    """
+    mirrors = _parse_data(raw.get("data", {}) or {})
+    methods = _parse_methods(raw.get("methods") or {})
+    experiments = _parse_experiments(raw.get("experiments") or {},
+                                     raw.get("training", {}) or {}, methods)
+    _check_allow_huge(raw.get("allow_huge", False), experiments)
+    tables = _parse_tables(raw.get("tables") or {}, experiments)
+    scale = _parse_scale(raw.get("scale", "paper"), experiments)
+    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
+                          tables=tables, scale=scale)
+
+
+def _parse_data(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The ``data`` section: each data set's mirrors."""
     mirrors = {}
     for name, urls in (data.get("mirrors", {}) or {}).items():
         if name not in DATASETS:
@@ -634,9 +556,13 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
         mirrors[name] = tuple(check_name(url, f"data.mirrors.{name}[{i}]", MIRROR_PATTERN,
                                          MIRROR_MAX_LENGTH, what="mirror")
                               for i, url in enumerate(urls))
+    return mirrors
 
+
+def _parse_methods(section: Mapping[str, Any]) -> dict[str, MethodConfig]:
+    """The ``methods`` section: each named variant's algorithm and hyperparameters."""
     methods: dict[str, MethodConfig] = {}
-    for name, spec in (raw.get("methods") or {}).items():
+    for name, spec in section.items():
         check_name(name, "methods", METHOD_NAME_PATTERN)
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
@@ -646,106 +572,139 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             raise ConfigError(f"methods.{name}: {err}") from err
         methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)
         _check_method_params(methods[name], f"methods.{name}")
+    return methods
 
-    defaults = raw.get("training", {}) or {}
+
+def _parse_experiments(section: Mapping[str, Any], defaults: Mapping[str, Any],
+                       methods: Mapping[str, MethodConfig]) -> dict[str, ExperimentConfig]:
+    """The ``experiments`` section, each over the top-level ``training`` defaults."""
     _check_training_values(defaults, "training")
     experiments: dict[str, ExperimentConfig] = {}
-    for name, spec in (raw.get("experiments") or {}).items():
-        check_name(name, "experiments")
-        where = f"experiments.{name}"
-        dataset = spec.get("dataset")
-        if dataset not in DATASETS:
-            raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
-                              f"known: {sorted(DATASETS)}")
-        partitions = []
-        labels: dict[str, str] = {}
-        for i, pspec in enumerate(spec.get("partitions", [])):
-            pspec = dict(pspec)
-            label = pspec.pop("label", None)
-            try:
-                partitions.append(from_spec(pspec))
-            except (TypeError, ValueError) as err:
-                raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
-            check_name(partitions[-1].id, f"{where}.partitions[{i}]", PARTITION_ID_PATTERN,
-                       PARTITION_ID_MAX_LENGTH, what="partition id")
-            if label is not None:
-                labels[partitions[-1].id] = str(label)
-        ids = [p.id for p in partitions]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"{where}.partitions: the same partition is listed twice")
-        for i, p in enumerate(partitions):
-            if p.clients > MAX_CLIENTS:
-                raise ConfigError(f"{where}.partitions[{i}].clients: {p.clients} is above the "
-                                  f"most allowed, {MAX_CLIENTS:_}")
-            _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
-        for m in spec.get("methods", []):
-            if m not in methods:
-                raise ConfigError(f"{where}.methods: unknown method {m!r}; "
-                                  f"defined under 'methods': {sorted(methods)}")
-        _unique(list(spec.get("methods", [])), f"{where}.methods")
-        experiments[name] = ExperimentConfig(
-            name=name,
-            description=str(spec.get("description", "")),
-            dataset=dataset,
-            partitions=tuple(partitions),
-            methods=tuple(spec.get("methods", [])),
-            split_seeds=_seeds(spec, "split_seeds", where),
-            train_seeds=_seeds(spec, "train_seeds", where),
-            training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
-            resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
-            scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
-            label=str(spec.get("label", name)),
-            figures=tuple(_choice(f, FIGURE_KINDS, f"{where}.figures")
-                          for f in spec.get("figures", ("accuracy", "weights"))),
-            focus_client=int(spec.get("focus_client", 0)),
-            partition_labels=labels,
-            public=_public(spec.get("public"), f"{where}.public"),
-            seed_pairing=str(spec.get("seed_pairing", "grid")),
-        )
-        exp = experiments[name] = _with_tune(experiments[name], spec.get("tune"), methods)
-        for m in exp.methods:
-            info = algorithm_info(methods[m].algorithm)
-            t = exp.training
-            if info.requires_plain_sgd and (t.optimizer != "sgd" or t.momentum != 0):
-                raise ConfigError(
-                    f"{where}.training.optimizer: method {m!r} (algorithm {info.name}) "
-                    f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
-                    f"{t.optimizer!r}, "
-                    f"momentum {t.momentum}")
-            if info.needs_public and exp.public is None:
-                raise ConfigError(
-                    f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
-                    f"unlabeled public set; give the experiment one, e.g. public: "
-                    f"{{dataset: {exp.dataset}, size: 500}}")
-            if t.heterogeneous and not info.heterogeneous_models:
-                able = sorted(n for n, i in INFOS.items() if i.heterogeneous_models)
-                raise ConfigError(
-                    f"{where}.training.architectures: method {m!r} (algorithm "
-                    f"{info.name}) needs one architecture for every client and cannot run "
-                    f"with {len(t.architectures)} architectures; drop the method or "
-                    f"training.architectures (methods that accept several: {able})")
-            if t.client_fraction < 1.0 and not info.partial_participation:
-                able = sorted(n for n, i in INFOS.items() if i.partial_participation)
-                raise ConfigError(
-                    f"{where}.training.client_fraction: method {m!r} (algorithm "
-                    f"{info.name}) trains every client every round and does not support "
-                    f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
-        _check_clients_per_round(exp, spec, where)
-        _check_client_counts(exp, methods, where)
-        clients = min((p.clients for p in exp.partitions), default=0)
-        if exp.focus_client >= clients:
-            raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
-                              f"every partition (smallest has {clients} clients)")
+    for name, spec in section.items():
+        experiments[name] = _parse_experiment(name, spec, defaults, methods)
     if not experiments:
         raise ConfigError("experiments: at least one experiment is required")
-    allow_huge = raw.get("allow_huge", False)
+    return experiments
+
+
+def _parse_partitions(specs: Iterable[Mapping[str, Any]], dataset: str, where: str
+                      ) -> tuple[tuple[Partitioner, ...], dict[str, str]]:
+    """An experiment's ``partitions``: the partitioners and their labels by id."""
+    partitions = []
+    labels: dict[str, str] = {}
+    for i, pspec in enumerate(specs):
+        pspec = dict(pspec)
+        label = pspec.pop("label", None)
+        try:
+            partitions.append(from_spec(pspec))
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{where}.partitions[{i}]: {err}") from err
+        check_name(partitions[-1].id, f"{where}.partitions[{i}]", PARTITION_ID_PATTERN,
+                   PARTITION_ID_MAX_LENGTH, what="partition id")
+        if label is not None:
+            labels[partitions[-1].id] = str(label)
+    ids = [p.id for p in partitions]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{where}.partitions: the same partition is listed twice")
+    for i, p in enumerate(partitions):
+        if p.clients > MAX_CLIENTS:
+            raise ConfigError(f"{where}.partitions[{i}].clients: {p.clients} is above the "
+                              f"most allowed, {MAX_CLIENTS:_}")
+        _check_partition_fits(p, dataset, f"{where}.partitions[{i}]")
+    return tuple(partitions), labels
+
+
+def _parse_experiment(name: str, spec: Mapping[str, Any], defaults: Mapping[str, Any],
+                      methods: Mapping[str, MethodConfig]) -> ExperimentConfig:
+    """One entry of ``experiments``, checked against ``methods``."""
+    check_name(name, "experiments")
+    where = f"experiments.{name}"
+    dataset = spec.get("dataset")
+    if dataset not in DATASETS:
+        raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
+                          f"known: {sorted(DATASETS)}")
+    partitions, labels = _parse_partitions(spec.get("partitions", []), dataset, where)
+    for m in spec.get("methods", []):
+        if m not in methods:
+            raise ConfigError(f"{where}.methods: unknown method {m!r}; "
+                              f"defined under 'methods': {sorted(methods)}")
+    _unique(list(spec.get("methods", [])), f"{where}.methods")
+    exp = ExperimentConfig(
+        name=name,
+        description=str(spec.get("description", "")),
+        dataset=dataset,
+        partitions=partitions,
+        methods=tuple(spec.get("methods", [])),
+        split_seeds=_seeds(spec, "split_seeds", where),
+        train_seeds=_seeds(spec, "train_seeds", where),
+        training=_training(defaults, spec.get("training", {}) or {}, f"{where}.training"),
+        resources={**DEFAULT_RESOURCES, **(spec.get("resources") or {})},
+        scale=_choice(spec.get("scale", "paper"), SCALES, f"{where}.scale"),
+        label=str(spec.get("label", name)),
+        figures=tuple(_choice(f, FIGURE_KINDS, f"{where}.figures")
+                      for f in spec.get("figures", ("accuracy", "weights"))),
+        focus_client=int(spec.get("focus_client", 0)),
+        partition_labels=labels,
+        public=_public(spec.get("public"), f"{where}.public"),
+        seed_pairing=str(spec.get("seed_pairing", "grid")),
+    )
+    exp = _with_tune(exp, spec.get("tune"), methods)
+    _check_methods_fit(exp, methods, where)
+    _check_clients_per_round(exp, spec, where)
+    _check_client_counts(exp, methods, where)
+    clients = min((p.clients for p in exp.partitions), default=0)
+    if exp.focus_client >= clients:
+        raise ConfigError(f"{where}.focus_client: {exp.focus_client} is not a client of "
+                          f"every partition (smallest has {clients} clients)")
+    return exp
+
+
+def _check_methods_fit(exp: ExperimentConfig, methods: Mapping[str, MethodConfig],
+                       where: str) -> None:
+    """Refuse a method whose algorithm cannot run the experiment's training or data."""
+    for m in exp.methods:
+        info = algorithm_info(methods[m].algorithm)
+        t = exp.training
+        if info.requires_plain_sgd and (t.optimizer != "sgd" or t.momentum != 0):
+            raise ConfigError(
+                f"{where}.training.optimizer: method {m!r} (algorithm {info.name}) "
+                f"requires plain SGD (optimizer: sgd, momentum: 0); got optimizer "
+                f"{t.optimizer!r}, "
+                f"momentum {t.momentum}")
+        if info.needs_public and exp.public is None:
+            raise ConfigError(
+                f"{where}.public: method {m!r} (algorithm {info.name}) distills on an "
+                f"unlabeled public set; give the experiment one, e.g. public: "
+                f"{{dataset: {exp.dataset}, size: 500}}")
+        if t.heterogeneous and not info.heterogeneous_models:
+            able = sorted(n for n, i in INFOS.items() if i.heterogeneous_models)
+            raise ConfigError(
+                f"{where}.training.architectures: method {m!r} (algorithm "
+                f"{info.name}) needs one architecture for every client and cannot run "
+                f"with {len(t.architectures)} architectures; drop the method or "
+                f"training.architectures (methods that accept several: {able})")
+        if t.client_fraction < 1.0 and not info.partial_participation:
+            able = sorted(n for n, i in INFOS.items() if i.partial_participation)
+            raise ConfigError(
+                f"{where}.training.client_fraction: method {m!r} (algorithm "
+                f"{info.name}) trains every client every round and does not support "
+                f"client_fraction {t.client_fraction} < 1; methods that do: {able}")
+
+
+def _check_allow_huge(allow_huge: Any, experiments: Mapping[str, ExperimentConfig]) -> None:
+    """The ``allow_huge`` key; unless it is true, refuse an experiment too big to run."""
     if not isinstance(allow_huge, bool):
         raise ConfigError(f"allow_huge: must be true or false, got {_short(allow_huge)}")
     if not allow_huge:
         for exp in experiments.values():
             _check_projected_passes(exp)
+
+
+def _parse_tables(section: Mapping[str, Any], experiments: Mapping[str, ExperimentConfig]
+                  ) -> dict[str, TableConfig]:
+    """The ``tables`` section, each over experiments of one scale."""
     tables = {}
-    for name, spec in (raw.get("tables") or {}).items():
+    for name, spec in section.items():
         check_name(name, "tables")
         where = f"tables.{name}"
         if name in experiments:
@@ -763,14 +722,18 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
             metric=_choice(spec.get("metric", "weighted_final"), TABLE_METRICS,
                            f"{where}.metric"),
             scale=scales.pop())
-    scale = _choice(raw.get("scale", "paper"), SCALES, "scale")
+    return tables
+
+
+def _parse_scale(value: Any, experiments: Mapping[str, ExperimentConfig]) -> str:
+    """The top-level ``scale``: one of :data:`SCALES` that some experiment has."""
+    scale = _choice(value, SCALES, "scale")
     if not any(exp.scale == scale for exp in experiments.values()):
         scales = ", ".join(f"{n}: {e.scale}" for n, e in experiments.items())
         raise ConfigError(f"scale: no experiment has scale {scale!r}, so there is nothing to "
                           f"build; the experiments' scales are {{{scales}}} (set the top-level "
                           f"'scale' or an experiment's 'scale')")
-    return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
-                          tables=tables, scale=scale)
+    return scale
 
 
 def _public(spec: Mapping[str, Any] | None, where: str) -> PublicConfig | None:
@@ -911,7 +874,7 @@ def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[
 
 
 def check_config_paths(paths: Sequence[str | Path],
-                       schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+                       schema: Mapping[str, Any] | str | Path) -> WorkflowConfig:
     """The workflow's checks on config files: read strictly, merged in order, checked.
 
     Snakemake reads the files of ``--configfile`` itself, before the workflow runs, and
@@ -973,20 +936,16 @@ def _schema_message(error: Any) -> str:
     return f"{where or 'config top level'}: {message}"
 
 
-def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> None:
+def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path) -> None:
     """Validate ``raw`` against the config schema; one short message naming the key.
 
-    ``schema`` is the schema, the path of its YAML file, or None for
-    :func:`pflrepro.schema.build_schema`. Unlike ``snakemake.utils.validate`` the
-    message never prints the schema itself.
+    ``schema`` is the schema (:func:`pflrepro.schema.build_schema`, which imports this
+    module: so it is passed in, never imported here) or the path of its YAML file.
+    Unlike ``snakemake.utils.validate`` the message never prints the schema itself.
     """
     import jsonschema
 
-    if schema is None:
-        from pflrepro.schema import build_schema
-
-        schema = build_schema()
-    elif isinstance(schema, str | Path):
+    if isinstance(schema, str | Path):
         schema = yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the config's top level must be a mapping, got {type(raw).__name__}")
@@ -1001,7 +960,7 @@ def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path | None = None)
     raise ConfigError(_schema_message(error))
 
 
-def check(raw: Any, schema: Mapping[str, Any] | str | Path | None = None) -> WorkflowConfig:
+def check(raw: Any, schema: Mapping[str, Any] | str | Path) -> WorkflowConfig:
     """:func:`check_schema`, then :func:`parse`: what ``common.smk`` does."""
     check_schema(raw, schema)
     return parse(raw)

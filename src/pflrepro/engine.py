@@ -32,6 +32,7 @@ from pflrepro.models import build_model
 from pflrepro.models.surgery import speed_up
 from pflrepro.optim import Optimizer, OptState, Params
 from pflrepro.params import stack
+from pflrepro.progress import RoundProgress
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed, torch_generator
 from pflrepro.terms import GradTerm
 from pflrepro.threads import ClientThreads
@@ -393,13 +394,13 @@ class Engine:
             finite = finite and math.isfinite(nll)
         return finite
 
-    def run(self, algorithm: Algorithm, progress: object = False,
+    def run(self, algorithm: Algorithm, progress: RoundProgress | None = None,
             checkpoint: Checkpointer | None = None) -> R.MetricLog:
         """Run every round of ``algorithm``; return the run's metric log.
 
-        ``progress``: a :class:`pflrepro.progress.RoundProgress` (a log line per
-        evaluated round, a partial run table now and then), or a bool: one that logs
-        the lines, with a tqdm bar when True.
+        ``progress`` reports each round (a log line per evaluated round, a partial run
+        table now and then; :class:`pflrepro.progress.RoundProgress`); None: one that
+        logs the lines only. Anything else raises :class:`TypeError`.
 
         With ``checkpoint``, the run resumes after the last checkpointed round when a
         checkpoint of the same spec exists, saves one every ``checkpoint.every``
@@ -412,6 +413,8 @@ class Engine:
         (client -1, value = the round) is logged, a warning names the round, and no
         further round runs. The run's file is complete; tables and figures mark it.
         """
+        if progress is not None and not isinstance(progress, RoundProgress):
+            raise TypeError(f"progress must be a RoundProgress or None, got {progress!r}")
         state = algorithm.init()  # also sets up whatever the algorithm derives once
         resumed = checkpoint.load(self.device) if checkpoint is not None else None
         if resumed is not None:
@@ -431,10 +434,8 @@ class Engine:
             algorithm.record(state, 0, out)
             self.traffic.flush(0, out)  # what init exchanged (e.g. FedeRiCo's first table)
             self.evaluate(algorithm, state, 0, out)
-        from pflrepro.progress import RoundProgress
-
-        reporter = progress if isinstance(progress, RoundProgress) else RoundProgress(
-            self.cfg.rounds, algorithm.name, bar=bool(progress))
+        reporter = RoundProgress(self.cfg.rounds, algorithm.name) if progress is None \
+            else progress
         for rnd in reporter.rounds(first):
             state, train_loss = algorithm.round(state, rnd)
             losses = np.asarray(train_loss, dtype=np.float64)

@@ -60,6 +60,11 @@ RERUN_FIX = ("rerun snakemake: the file is now older than the inputs it was made
 #: method); runs say what they are in their config columns, partitions and public
 #: sets in their own metadata.
 KIND_KEY = b"pflrepro.kind"
+#: The Parquet metadata keys of a partition table (:mod:`pflrepro.data.partition`) and
+#: of a public set (:mod:`pflrepro.data.public`): here, so that telling a stored file
+#: by its metadata needs neither module (they import this one).
+PARTITION_KEY = b"pflrepro.partition"
+PUBLIC_KEY = b"pflrepro.public"
 #: The kinds of stored Parquet file, and the fields of each that say which one it is
 #: (named as the wildcards of the workflow's paths).
 IDENTITY_FIELDS = {
@@ -361,9 +366,6 @@ def stored_identity(path: str | os.PathLike[str]) -> dict[str, str]:
     for anything else.
     """
     import pyarrow.parquet as pq
-
-    from pflrepro.data.partition import METADATA_KEY as PARTITION_KEY
-    from pflrepro.data.public import METADATA_KEY as PUBLIC_KEY
 
     schema = pq.read_schema(path)
     meta = schema.metadata or {}

@@ -80,7 +80,6 @@ def datasets() -> str:
 
 def partitions() -> str:
     """Every partition scheme: what it does, its options with defaults and docs."""
-    from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
     from pflrepro.data.partition import PARTITIONERS, schema_properties
 
     lines = ["# Partition schemes (`--partition SCHEME`, options `--clients N`, "

@@ -35,7 +35,6 @@ from pflrepro.config import (
     TABLE_METRICS,
     TRAINING_MAXIMA,
 )
-from pflrepro.data import schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS, schema_properties
 from pflrepro.training import TRAINING_DOCS, TrainingConfig

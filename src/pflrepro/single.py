@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 def make_partition(data: str | Path, dataset: str, spec: Mapping[str, Any], seed: int,
                    out: str | Path) -> None:
     """``pflrepro partition``: split the prepared data set by ``spec``, write ``out``."""
-    from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
     from pflrepro.data.partition import from_spec, write_partition
     from pflrepro.data.stats import partition_stats, summary_stats
     from pflrepro.data.store import load_dataset, load_extras
@@ -85,7 +84,6 @@ def single_run_config(req: SingleRun) -> dict[str, Any]:
     Unknown names raise naming ``pflrepro list``, where the valid ones are listed.
     """
     from pflrepro.algorithms.registry import INFOS
-    from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
     from pflrepro.data.datasets import DATASETS
     from pflrepro.data.partition import PARTITIONERS
 
@@ -141,8 +139,9 @@ def single_run(req: SingleRun, *, out: str | Path | None = None,
     from pflrepro.config import RunKey, canonical_json, check
     from pflrepro.data.datasets import prepare_dataset
     from pflrepro.run import train_job
+    from pflrepro.schema import build_schema
 
-    cfg = check(single_run_config(req))
+    cfg = check(single_run_config(req), build_schema())
     exp = cfg.experiments[SINGLE_EXPERIMENT]
     partitioner = exp.partitions[0]
     key = RunKey(SINGLE_EXPERIMENT, partitioner.id, req.method, req.split_seed, req.train_seed)

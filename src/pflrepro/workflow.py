@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pflrepro import results as R
 from pflrepro.algorithms.registry import INFOS
-from pflrepro.config import RunKey, WorkflowConfig, canonical_json, partition_code_digest
+from pflrepro.codedigest import partition_code_digest
+from pflrepro.config import RunKey, WorkflowConfig, canonical_json
 from pflrepro.data.datasets import DATASETS
 from pflrepro.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
 

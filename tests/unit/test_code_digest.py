@@ -1,6 +1,6 @@
 """The training jobs' code digest: which files it covers, and which edits change it.
 
-Each train job's ``params.spec`` carries :func:`pflrepro.config.code_digest`, so a
+Each train job's ``params.spec`` carries :func:`pflrepro.codedigest.code_digest`, so a
 run goes stale exactly when a file in its digest changes. The file list is the
 static import closure of the training entry (plus the algorithm's module), read
 with :mod:`ast`; these tests check that closure on a synthetic package, against the
@@ -25,12 +25,13 @@ import pytest
 import yaml
 
 from pflrepro.algorithms.registry import INFOS
-from pflrepro.codedigest import digest_files, import_closure
-from pflrepro.config import (
+from pflrepro.codedigest import (
     _SRC,
     TRAINING_ENTRIES,
     _algorithm_files,
     code_digest,
+    digest_files,
+    import_closure,
     partition_code_digest,
     partition_files,
     training_core,

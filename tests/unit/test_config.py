@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pflrepro.config import ConfigError, RunKey, code_digest, parse
+from pflrepro.codedigest import code_digest
+from pflrepro.config import ConfigError, RunKey, parse
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())

@@ -17,6 +17,7 @@ from pflrepro.reporting.cost import (
     read_log,
     write_cost,
 )
+from pflrepro.schema import build_schema
 
 PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.run: "
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -103,7 +104,7 @@ PAPER = {
 def test_projection_by_hand() -> None:
     measured = pd.DataFrame([{"method": "fa", "algorithm": "fedavg", "device": "cpu",
                               "s_per_sample": 0.005, "overhead_s": 3.0}])
-    frame = projection(measured, check(PAPER)).set_index("method")
+    frame = projection(measured, check(PAPER, build_schema())).set_index("method")
     assert list(frame.index) == ["fedavg", "ditto"]  # only the paper-scale experiment
     row = frame.loc["fedavg"]
     # 1797 digits, 80 % train, 1 epoch: 1437.6 samples a round; 2 runs of 20 rounds

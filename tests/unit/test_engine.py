@@ -23,6 +23,7 @@ from pflrepro.data.federated import FederatedData
 from pflrepro.engine import Engine
 from pflrepro.models.surgery import to_channels_last
 from pflrepro.params import take
+from pflrepro.progress import RoundProgress
 from pflrepro.terms import Proximal
 from pflrepro.training import TrainingConfig
 
@@ -326,6 +327,24 @@ def test_run_rows_and_eval_schedule():
     tl = frame[frame["metric"] == R.TRAIN_LOSS]
     assert tl["round"].tolist() == [1, 2, 3] and set(tl["client"]) == {0}
     assert (tl["value"] == 1.5).all()
+
+
+def test_run_reports_to_the_progress_reporter_given_and_refuses_other_values():
+    """``Engine.run``'s ``progress`` is a typed reporter (issue 26, item 4): the one given
+    sees every evaluated round (0 is before the loop: rounds 2 and 3 here); a bool, as
+    the old ``progress: object = False`` took, is refused before anything runs."""
+    e = make_engine(_eval_data(), rounds=3, eval_every=2)
+    alg = FixedPrediction(e, PROBS, losses=[1.5, np.nan])
+    reporter = RoundProgress(3, "fixed", clock=lambda: 0.0)
+    e.run(alg, progress=reporter)
+    assert [s.round for s in reporter.summaries] == [2, 3]
+    # client 0 right on 1 of 2 test samples, client 1 on 0 of 1 (test_evaluate_by_hand)
+    assert reporter.summaries[-1].mean_accuracy == pytest.approx(0.25)
+    assert reporter.summaries[-1].weighted_accuracy == pytest.approx(1 / 3)
+    fresh = FixedPrediction(make_engine(_eval_data(), rounds=3, eval_every=2), PROBS)
+    with pytest.raises(TypeError, match="RoundProgress or None"):
+        fresh.engine.run(fresh, progress=True)
+    assert fresh.rounds_seen == []
 
 
 def test_engine_builds_model_without_grad():

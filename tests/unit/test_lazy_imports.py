@@ -130,7 +130,7 @@ def test_unknown_algorithm() -> None:
 
 
 def test_code_digest_follows_algorithm_imports_without_importing() -> None:
-    from pflrepro.config import _algorithm_files, code_digest
+    from pflrepro.codedigest import _algorithm_files, code_digest
 
     names = [p.name for p in _algorithm_files("pflrepro.algorithms.fedprox_ft")]
     assert names[0] == "fedprox_ft.py"

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pflrepro.data.schemes  # noqa: F401  (registers the schemes)
 from pflrepro.data.partition import (
     Assignment,
     Partitioner,

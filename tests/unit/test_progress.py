@@ -1,7 +1,5 @@
 import json
 import logging
-import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -9,13 +7,7 @@ import pytest
 
 from pflrepro import results as R
 from pflrepro.cli import main
-from pflrepro.progress import (
-    RoundProgress,
-    format_duration,
-    format_status,
-    job_status,
-    partial_path,
-)
+from pflrepro.progress import RoundProgress, format_duration, partial_path
 
 
 class Clock:
@@ -78,57 +70,6 @@ def test_format_duration_and_partial_path() -> None:
     assert format_duration(3725) == "1:02:05"
     assert format_duration(float("inf")) == "?"
     assert partial_path("a/split0-seed1.parquet") == Path("a/split0-seed1.partial.parquet")
-
-
-def _job(root: Path, log: str | None, run: bool = False, age_s: float = 0.0,
-         key: str = "e/p/m/split0-seed0", partial: bool = False) -> None:
-    if run:
-        path = root / "results/runs" / f"{key}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"x")
-    if partial:
-        path = root / "results/runs" / f"{key}.partial.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"x")
-    if log is not None:
-        path = root / "logs/train" / f"{key}.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(log)
-        then = time.time() - age_s
-        os.utime(path, (then, then))
-
-
-def test_status_classifies_jobs(tmp_path: Path) -> None:
-    prefix = "2026-01-01 10:00:00,000 INFO pflrepro.progress: "
-    _job(tmp_path, prefix.replace("progress", "run") + "fedavg: 3 rounds in 1.5 s\n",
-         run=True, key="e/p/m/split0-seed0")
-    _job(tmp_path, prefix + "round 2/5: mean acc 0.5000, weighted acc 0.5000, loss 1.0, "
-         "elapsed 2.0s, left ~3.0s\n", key="e/p/m/split0-seed1", partial=True)
-    _job(tmp_path, "2026-01-01 10:00:00,000 ERROR pflrepro: boom\n", key="e/p/m/split1-seed0")
-    _job(tmp_path, prefix + "round 1/5: ...\n", age_s=7200, key="f/p/m/split0-seed0")
-    jobs = job_status(tmp_path / "results", tmp_path / "logs",
-                      expected=[("f", "p", "m", "split9-seed9")], stale_after_s=3600)
-    states = {(j.experiment, j.run): (j.state, j.detail) for j in jobs}
-    assert states[("e", "split0-seed0")] == ("finished", "fedavg: 3 rounds in 1.5 s")
-    assert states[("e", "split0-seed1")][0] == "running"
-    assert states[("e", "split0-seed1")][1].startswith("round 2/5: mean acc 0.5000")
-    assert "split0-seed1.partial.parquet" in states[("e", "split0-seed1")][1]
-    assert states[("e", "split1-seed0")][0] == "failed"
-    assert states[("e", "split1-seed0")][1].startswith("boom (log: ")
-    assert states[("f", "split0-seed0")][0] == "stale"
-    assert states[("f", "split9-seed9")] == ("pending", "")
-    text = format_status(jobs)
-    assert "| e | 1 | 1 | 0 | 1 | 0 |" in text
-    assert "| f | 0 | 0 | 1 | 0 | 1 |" in text
-    assert "| **all** | 1 | 1 | 1 | 1 | 1 |" in text
-
-
-def test_status_command_on_an_empty_directory(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "r").mkdir()  # a results directory that does not exist is refused
-    assert main(["status", "--results", str(tmp_path / "r"), "--logs",
-                 str(tmp_path / "l")]) == 0
-    assert "no training jobs found" in capsys.readouterr().out
 
 
 TINY = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",

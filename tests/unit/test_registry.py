@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import pflrepro.data.schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro import schema
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.data.datasets import DATASETS

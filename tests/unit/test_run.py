@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import torch
 
-import pflrepro.data.schemes  # noqa: F401  (registers the partition schemes)
 from pflrepro import results as R
 from pflrepro import run as run_module
 from pflrepro.data.datasets import prepare_dataset

@@ -15,6 +15,7 @@ from pflrepro.cli import main
 from pflrepro.config import ConfigError, RunKey, canonical_json, check
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS
+from pflrepro.schema import build_schema
 from pflrepro.single import SingleRun, single_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def test_run_writes_the_same_table_as_the_workflow_train_job(dirs: dict[str, str
                     {"lam": 0.0001}, {"rounds": 2, "model": "mlp",
                                    "model_options": {"hidden": [16]}, "optimizer": "sgd",
                                    "lr": 0.05}, split_seed=1, train_seed=1)
-    cfg = check(single_run_config(req))
+    cfg = check(single_run_config(req), build_schema())
     pid = cfg.experiments["run"].partitions[0].id
     assert set(table["partition"]) == {pid}
     spec = canonical_json(cfg.run_spec(RunKey("run", pid, "fedamp", 1, 1)))

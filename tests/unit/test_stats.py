@@ -2,7 +2,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pflrepro.data import schemes  # noqa: F401  (registers the schemes)
 from pflrepro.data.partition import PARTITIONERS, from_spec
 from pflrepro.data.stats import partition_stats, summary_stats
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pflrepro.data.schemes  # noqa: F401  (registers the schemes)
 from pflrepro.data.datasets import prepare_dataset
 from pflrepro.data.partition import from_spec, write_partition
 from pflrepro.data.store import load_dataset

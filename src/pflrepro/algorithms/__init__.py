@@ -1,8 +1,9 @@
 """Federated algorithms, one module each, registered by name in :data:`ALGORITHMS`.
 
-Importing this package imports no algorithm module (and so no torch): names,
-summaries and hyperparameters come from :mod:`pflrepro.algorithms.registry`, and
-:func:`get_algorithm` imports an algorithm's module when its class is needed.
+Importing this package imports no algorithm module (and so no torch). Names,
+summaries and hyperparameters come from :mod:`pflrepro.algorithms.registry`, which
+imports every method's module on its first read; :func:`get_algorithm` imports one
+algorithm's module when its class is needed.
 """
 
 from pflrepro.algorithms.base import ALGORITHMS, Algorithm, get_algorithm

@@ -42,6 +42,7 @@ import numpy as np
 
 from pflrepro.algorithms.registry import (
     INFOS,
+    LOADED,
     NOT_METHODS,
     NoHyper,
     algorithm_info,
@@ -108,7 +109,9 @@ class Algorithm(ABC):
 
 
 A = TypeVar("A", bound=type[Algorithm])
-_LOADED: dict[str, type[Algorithm]] = {}
+#: Registered classes by name (kept in the registry module, which needs no import of this
+#: one: :data:`pflrepro.algorithms.registry.LOADED`).
+_LOADED: dict[str, type[Algorithm]] = LOADED
 
 
 def register_algorithm(cls: A) -> A:
@@ -154,7 +157,12 @@ def get_algorithm(name: str) -> type[Algorithm]:
 
 
 class _Algorithms(Mapping[str, type[Algorithm]]):
-    """Name -> algorithm class; the keys are known without importing any algorithm."""
+    """Name -> algorithm class.
+
+    The keys are :data:`~pflrepro.algorithms.registry.INFOS`', whose first read imports
+    every method's module: so does any use of this mapping. :func:`get_algorithm`
+    imports the one method's module only (what a training job does).
+    """
 
     def __getitem__(self, name: str) -> type[Algorithm]:
         if name not in INFOS:

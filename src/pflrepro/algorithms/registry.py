@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 #: Modules of the package that are not methods.
@@ -70,6 +71,22 @@ class AlgorithmInfo:
     heterogeneous_models: bool = False
 
 
+#: The classes registered so far, by name: filled by
+#: :func:`pflrepro.algorithms.base.register_algorithm` as each method's module is
+#: imported. Held here, not in ``base``, so that the registry needs no import of the
+#: module that imports it.
+LOADED: dict[str, Any] = {}
+
+
+def method_modules() -> list[str]:
+    """The dotted names of the package's method modules (a scan of its directory)."""
+    package = __name__.rpartition(".")[0]
+    return [f"{package}.{m.name}"
+            for m in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]),
+                            key=lambda m: m.name)
+            if m.name not in NOT_METHODS]
+
+
 class _Registry(Mapping[str, AlgorithmInfo]):
     """Name -> :class:`AlgorithmInfo`, filled on first use by importing the package."""
 
@@ -78,18 +95,14 @@ class _Registry(Mapping[str, AlgorithmInfo]):
 
     def _load(self) -> dict[str, AlgorithmInfo]:
         if self._infos is None:
-            import pflrepro.algorithms as package
-            from pflrepro.algorithms import base
-
-            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-                if module not in NOT_METHODS:
-                    importlib.import_module(f"{package.__name__}.{module}")
+            for module in method_modules():
+                importlib.import_module(module)
             self._infos = {
                 name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
                                     cls.requires_plain_sgd, tuple(cls.records),
                                     cls.partial_participation, cls.needs_public,
                                     cls.heterogeneous_models)
-                for name, cls in sorted(base.registered().items())}
+                for name, cls in sorted(LOADED.items())}
         return self._infos
 
     def __getitem__(self, name: str) -> AlgorithmInfo:

@@ -5,17 +5,22 @@ callable that writes :mod:`pflrepro.data.store`'s form into a directory. Sources
 that download take an ordered list of mirrors (http(s) URLs, ``file://`` URLs or
 local directories) and a raw-download directory. The config schema's list of data
 sets comes from :data:`DATASETS`.
+
+A data set is one module of :mod:`pflrepro.data.sources`: :data:`DATASETS` finds them
+as the algorithm and scheme registries find theirs, by importing every module of that
+package (a scan of its directory) the first time it is read; nothing else lists them.
+The sources import this module, never the reverse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from pflrepro.data.store import DatasetMeta, write_dataset
+from pflrepro.data.store import DatasetMeta
 
 PrepareFn = Callable[[Path, Path, Sequence[str]], DatasetMeta]
 
@@ -35,14 +40,46 @@ class DatasetSource:
     num_classes: int | None = None
 
 
-DATASETS: dict[str, DatasetSource] = {}
+#: The package whose every module is a data set (imported on the first read of
+#: :data:`DATASETS`).
+SOURCES_PACKAGE = "pflrepro.data.sources"
+#: Data sets registered so far (:func:`register_dataset`), by name.
+_LOADED: dict[str, DatasetSource] = {}
+
+
+class _Datasets(Mapping[str, DatasetSource]):
+    """Name -> :class:`DatasetSource`; the first read imports every source module."""
+
+    def __init__(self) -> None:
+        self._complete = False
+
+    def _load(self) -> dict[str, DatasetSource]:
+        if not self._complete:
+            package = importlib.import_module(SOURCES_PACKAGE)
+            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+                importlib.import_module(f"{SOURCES_PACKAGE}.{module}")
+            self._complete = True
+        return _LOADED
+
+    def __getitem__(self, name: str) -> DatasetSource:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._load()))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+#: Every data set by name (``dataset:`` in the config).
+DATASETS: Mapping[str, DatasetSource] = _Datasets()
 
 
 def register_dataset(source: DatasetSource) -> DatasetSource:
     """Add ``source`` to the registry (names are unique)."""
-    if source.name in DATASETS:
+    if source.name in _LOADED:
         raise ValueError(f"data set {source.name!r} registered twice")
-    DATASETS[source.name] = source
+    _LOADED[source.name] = source
     return source
 
 
@@ -66,26 +103,3 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
             f"raw files (the one named above and the rest of its manifest) into {raw_dir}, "
             f"or into a directory listed under data.mirrors.{name} in the config "
             f"(pflrepro prepare/run: --mirror DIR).", err.failures) from err
-
-
-def _prepare_digits(out_dir: Path, raw_dir: Path, mirrors: Sequence[str]) -> DatasetMeta:
-    """scikit-learn's copy of the UCI optical handwritten digits (1797 images, 8×8, 0..16)."""
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    x = bunch.images.astype(np.uint8)[:, None, :, :]  # values 0..16, exact in uint8
-    y = bunch.target.astype(np.int64)
-    return write_dataset(out_dir, x, y, name="digits", num_classes=10, max_value=16,
-                         source="sklearn.datasets.load_digits (UCI optdigits test set)")
-
-
-register_dataset(DatasetSource(
-    name="digits",
-    description="scikit-learn's bundled handwritten digits: 1797 real 8x8 images, 10 classes; "
-                "no download.",
-    prepare=_prepare_digits,
-    num_samples=1797,
-    num_classes=10,
-))
-
-from pflrepro.data import catalog  # noqa: E402,F401  (registers the real data sets)

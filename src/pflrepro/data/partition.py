@@ -21,29 +21,65 @@ go to which client); the per-client train/test split is shared and happens here.
 Schemes that need per-sample arrays besides the labels (FEMNIST writer ids,
 Office-Home domains) read them from ``extras`` (see
 :func:`pflrepro.data.store.load_extras`) with :func:`require_extra`.
-Partitioners register by their ``scheme`` name; the config schema's list of
-schemes comes from :data:`PARTITIONERS`.
+Partitioners register by their ``scheme`` name. A scheme is one module of
+:mod:`pflrepro.data.schemes`: :data:`PARTITIONERS` finds them as the algorithm
+registry finds methods, by importing every module of that package (a scan of its
+directory) the first time it is read; nothing else lists them. The config schema's
+list of schemes comes from there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from pflrepro.io import atomic_digested_path, read_verified
+from pflrepro.io import PARTITION_KEY, atomic_digested_path, read_verified
 from pflrepro.seeding import numpy_generator
 
 if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
     import pandas as pd
 
-PARTITIONERS: dict[str, type[Partitioner]] = {}
-METADATA_KEY = b"pflrepro.partition"
+#: The package whose every module is a partition scheme.
+SCHEMES_PACKAGE = "pflrepro.data.schemes"
+#: Schemes registered so far (:func:`register_partitioner`), by name.
+_LOADED: dict[str, type[Partitioner]] = {}
+
+
+class _Schemes(Mapping[str, "type[Partitioner]"]):
+    """Scheme name -> partitioner class; the first read imports every scheme module."""
+
+    def __init__(self) -> None:
+        self._scanned = False
+
+    def _load(self) -> dict[str, type[Partitioner]]:
+        if not self._scanned:
+            package = importlib.import_module(SCHEMES_PACKAGE)
+            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+                importlib.import_module(f"{SCHEMES_PACKAGE}.{module}")
+            self._scanned = True
+        return _LOADED
+
+    def __getitem__(self, scheme: str) -> type[Partitioner]:
+        return self._load()[scheme]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._load()))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+#: Every partition scheme by name (``scheme:`` in the config).
+PARTITIONERS: Mapping[str, type[Partitioner]] = _Schemes()
+METADATA_KEY = PARTITION_KEY
 #: Columns every partition table has; :attr:`Assignment.columns` may not reuse them.
 BASE_COLUMNS = ("client", "index", "split", "group")
 
@@ -52,9 +88,9 @@ P = TypeVar("P", bound="type[Partitioner]")
 
 def register_partitioner(cls: P) -> P:
     """Class decorator: make ``cls`` selectable as ``scheme: <cls.scheme>`` in the config."""
-    if cls.scheme in PARTITIONERS:
+    if cls.scheme in _LOADED:
         raise ValueError(f"partition scheme {cls.scheme!r} registered twice")
-    PARTITIONERS[cls.scheme] = cls
+    _LOADED[cls.scheme] = cls
     return cls
 
 

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pflrepro.io import atomic_digested_path, read_verified
+from pflrepro.io import PUBLIC_KEY, atomic_digested_path, read_verified
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
-METADATA_KEY = b"pflrepro.public"
+METADATA_KEY = PUBLIC_KEY
 
 
 def public_split(labels_or_size: int | np.ndarray, size: int, seed: int,

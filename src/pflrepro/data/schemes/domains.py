@@ -19,7 +19,7 @@ the prepared ``officehome``). Here:
    is used once and the label mix of every client follows its domain's.
 
 The group column is the client's domain id (the value in ``extras["domain"]``, for
-Office-Home an index into :data:`pflrepro.data.catalog.OFFICEHOME_DOMAINS`).
+Office-Home an index into :data:`pflrepro.data.sources.officehome.OFFICEHOME_DOMAINS`).
 """
 
 from __future__ import annotations

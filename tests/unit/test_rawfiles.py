@@ -1,0 +1,66 @@
+"""Helpers the data-set sources share (pflrepro.data.rawfiles)."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pflrepro.data.download import RemoteFile
+from pflrepro.data.rawfiles import (
+    ArchiveMissingError,
+    checksum_text,
+    extracted,
+    fetch_all,
+    natural_key,
+    obtain_placed,
+    save_array,
+)
+
+
+def test_natural_key_orders_digit_runs_as_numbers() -> None:
+    paths = [Path("d/all_data_10.json"), Path("d/all_data_2.json"), Path("d/all_data_1.json")]
+    assert [p.name for p in sorted(paths, key=natural_key)] == [
+        "all_data_1.json", "all_data_2.json", "all_data_10.json"]
+
+
+def test_checksum_text_says_how_a_file_is_verified() -> None:
+    path = Path("raw/a.tar.gz")
+    assert checksum_text(RemoteFile("a.tar.gz", sha256="ab" * 32), path) == "sha256 " + "ab" * 32
+    assert checksum_text(RemoteFile("a.tar.gz", sha256=None, content_sha256="cd" * 32),
+                         path) == "decompressed-content sha256 " + "cd" * 32
+    text = checksum_text(RemoteFile("a.tar.gz", sha256=None), path)
+    assert text.startswith("no official checksum") and "raw/a.tar.gz.sha256" in text
+
+
+def test_fetch_all_then_extract_once(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (tmp_path / "member.txt").write_text("hello\n")
+    archive = mirror / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(tmp_path / "member.txt", arcname="top/member.txt")
+    raw = tmp_path / "raw"
+    (got,) = fetch_all([RemoteFile("a.tar.gz", sha256=None)], [str(mirror)], raw)
+    assert got == raw / "a.tar.gz" and got.read_bytes() == archive.read_bytes()
+    first = extracted(got, raw)
+    assert (first / "top/member.txt").read_text() == "hello\n"
+    (first / "top/member.txt").write_text("changed\n")
+    assert extracted(got, raw) == first  # reused, not extracted again
+    assert (first / "top/member.txt").read_text() == "changed\n"
+
+
+def test_obtain_placed_names_the_place_and_the_howto(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveMissingError) as info:
+        obtain_placed("toy", RemoteFile("toy.zip", sha256=None), (), tmp_path / "raw",
+                      "Build it with X.")
+    text = str(info.value)
+    assert f"place the archive here: {tmp_path / 'raw' / 'toy.zip'}" in text
+    assert text.endswith("Build it with X.")
+
+
+def test_save_array_round_trips(tmp_path: Path) -> None:
+    save_array(tmp_path / "w.npy", np.array([3, 1, 2], dtype=np.int64))
+    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), [3, 1, 2])
