@@ -1,0 +1,267 @@
+"""Objectives: what a local step differentiates when it is not the plain mean loss.
+
+Local training (:mod:`pflrepro.local_training`) draws the mini-batches, adds the
+gradient terms (:mod:`pflrepro.terms`), steps the optimiser and masks padded steps;
+an objective decides the loss and gradient of one step. Without one, a step's loss is
+the mean cross-entropy of the batch. An objective gives that computation twice, with
+the same meaning:
+
+* :meth:`Objective.loss_and_grad`: one client, one batch (the loop path); its
+  arithmetic is the one the method used before it moved onto the shared path, so the
+  CPU runs stay byte-identical;
+* :meth:`Objective.stacked_loss_and_grad`: every client of a vectorised pass at once
+  (``torch.func.vmap`` over the client dimension), equal to the loop's up to float
+  rounding (tested in ``tests/unit/test_objectives.py``).
+
+Like a term, an objective is data, given once for every client or per client
+(stacked, row ``i`` for the ``i``-th trained client). An objective that keeps a
+per-client quantity across steps (APFL's α) keeps it in the optimiser state under a
+key ``obj.<name>``: it is then stacked, taken per client, masked on padded steps and
+handed back like the optimiser's own state, and the optimiser never touches it.
+
+Kinds: :class:`SampleWeighted` (per-sample weights on the data loss: FedEM's
+responsibilities) and :class:`MixedPair` (a model trained beside a personal model
+whose loss is that of their parameter mixture, the mixing weight learnt: APFL).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from pflrepro.optim import OptState, Params
+
+if TYPE_CHECKING:
+    from pflrepro.engine import Engine
+
+__all__ = ["BASE", "MIXED", "MixedPair", "Objective", "SampleWeighted", "join_pair",
+           "split_pair"]
+
+
+class Objective(ABC):
+    """The loss and gradient of one local step (see the module docstring)."""
+
+    #: Whether the objective's tensors carry a leading client dimension.
+    per_client: bool
+
+    @abstractmethod
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState) -> tuple[float, Params]:
+        """One client's reported loss and gradient on samples ``idx`` (loop path).
+
+        ``state`` is the client's optimiser state; the objective may update its own
+        ``obj.*`` entries in place.
+        """
+
+    @abstractmethod
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+        """Every client's loss (C,) and gradient at once (vectorised path).
+
+        ``x``, ``y``, ``mask`` (C, B, ...): the padded batches, ``count`` (C,) their real
+        sizes, ``idx`` (C, B) their data rows; ``active`` (C,) bool or None (all):
+        clients whose step is real. ``obj.*`` state of inactive clients must not move.
+        """
+
+    @abstractmethod
+    def row(self, i: int) -> Objective:
+        """The objective of the ``i``-th trained client alone (itself if shared)."""
+
+    @abstractmethod
+    def stacked(self, params: Params) -> Objective:
+        """The objective with a client dimension like stacked ``params``."""
+
+    @abstractmethod
+    def rows(self, a: int, b: int) -> Objective:
+        """The objective of trained clients ``a..b-1`` (stacked objectives only)."""
+
+
+def _vmapped_grad(loss: Callable[..., torch.Tensor], argnums: int | tuple[int, ...] = 0,
+                  has_aux: bool = False) -> Callable[..., object]:
+    return vmap(grad_and_value(loss, argnums=argnums, has_aux=has_aux))
+
+
+@dataclass(frozen=True)
+class SampleWeighted(Objective):
+    """``Σ_s weight_s · ℓ_s / |batch|``: the batch's cross-entropy, each sample weighted.
+
+    ``weights`` has one entry per row of the data set (``engine.data.x``), or one row of
+    those per client when ``per_client``; a client's batch uses the entries of its
+    samples' rows. With all weights 1 it is the plain mean loss. FedEM's M-step for
+    component m: weight_s = q_s(m), the sample's responsibility (Marfoq et al. 2021).
+    """
+
+    weights: torch.Tensor
+    per_client: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", self.weights.detach())
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState) -> tuple[float, Params]:
+        """The engine's weighted loss with weights ``weight[idx] / len(idx)``."""
+        return engine.loss_and_grad(params, idx, sample_weight=self.weights[idx] / len(idx))
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+        """Padding has mask 0; the sum is divided by the real batch size."""
+        weight = torch.gather(self.weights, 1, idx) * mask
+
+        def batch_loss(p: Params, x_: torch.Tensor, y_: torch.Tensor, w: torch.Tensor,
+                       n: torch.Tensor) -> torch.Tensor:
+            out = functional_call(model, p, (x_,))
+            return (F.cross_entropy(out, y_, reduction="none") * w).sum() / n
+
+        grads, loss = _vmapped_grad(batch_loss)(params, x, y, weight, count)
+        return loss, grads
+
+    def row(self, i: int) -> SampleWeighted:
+        """Client ``i``'s weights (a view) or the shared ones."""
+        return SampleWeighted(self.weights[i]) if self.per_client else self
+
+    def stacked(self, params: Params) -> SampleWeighted:
+        """The weights with a client dimension (broadcast if shared)."""
+        if self.per_client:
+            return self
+        c = next(iter(params.values())).shape[0]
+        return SampleWeighted(self.weights.unsqueeze(0).expand(c, -1), per_client=True)
+
+    def rows(self, a: int, b: int) -> SampleWeighted:
+        """Trained clients ``a..b-1``."""
+        return SampleWeighted(self.weights[a:b], per_client=True)
+
+
+#: Key prefixes of the two models of a :class:`MixedPair` in one parameter dict.
+BASE, MIXED = "base.", "mixed."
+#: The optimiser-state key of a :class:`MixedPair`'s mixing weight.
+ALPHA_KEY = "obj.alpha"
+
+
+def join_pair(base: Params, mixed: Params) -> Params:
+    """One parameter dict of the two models of a :class:`MixedPair`."""
+    return {**{BASE + k: v for k, v in base.items()}, **{MIXED + k: v for k, v in mixed.items()}}
+
+
+def split_pair(params: Params) -> tuple[Params, Params]:
+    """The two models of a :class:`MixedPair`'s parameter dict (``base``, ``mixed``)."""
+    return ({k[len(BASE):]: v for k, v in params.items() if k.startswith(BASE)},
+            {k[len(MIXED):]: v for k, v in params.items() if k.startswith(MIXED)})
+
+
+def join_pair_states(base: OptState, mixed: OptState, alpha: torch.Tensor) -> OptState:
+    """One optimiser state for a :class:`MixedPair` (both models take every step).
+
+    The two step counts must agree (both models step together); ``alpha`` is the
+    mixing weight (float64), one per client when stacked.
+    """
+    if not torch.equal(base["step"], mixed["step"]):
+        raise ValueError("the two models' optimiser step counts differ")
+    out: OptState = {"step": base["step"]}
+    for prefix, state in ((BASE, base), (MIXED, mixed)):
+        for key, value in state.items():
+            if key != "step":
+                slot, name = key.split(".", 1)
+                out[f"{slot}.{prefix}{name}"] = value
+    out[ALPHA_KEY] = alpha
+    return out
+
+
+def split_pair_states(state: OptState) -> tuple[OptState, OptState, torch.Tensor]:
+    """Inverse of :func:`join_pair_states`: the two states and the mixing weight."""
+    base: OptState = {"step": state["step"]}
+    mixed: OptState = {"step": state["step"].clone()}
+    for key, value in state.items():
+        if key in ("step", ALPHA_KEY):
+            continue
+        slot, name = key.split(".", 1)
+        if name.startswith(BASE):
+            base[f"{slot}.{name[len(BASE):]}"] = value
+        else:
+            mixed[f"{slot}.{name[len(MIXED):]}"] = value
+    return base, mixed, state[ALPHA_KEY]
+
+
+def mix(v: Params, w: Params, alpha: float | torch.Tensor) -> Params:
+    """The parameter mixture α v + (1 − α) w."""
+    return {k: alpha * v[k] + (1.0 - alpha) * w[k] for k in w}
+
+
+@dataclass(frozen=True)
+class MixedPair(Objective):
+    """A base model w on its own loss, a model v on the loss of α v + (1 − α) w.
+
+    Parameters are one dict holding both (:func:`join_pair`), α a float64 per client
+    in the optimiser state (:func:`join_pair_states`). The step's gradient is
+    ``∇f(w)`` for w and ``α ∇f(v̄)`` for v, v̄ = α v + (1 − α) w (the gradient of
+    ``f(w) + f(α v + (1 − α) sg(w))``, sg: no gradient); with ``adaptive`` α moves by a
+    plain SGD step ``α ← clip[0,1](α − lr · ⟨∇f(v̄), v − w⟩)`` from the pre-step values
+    (all three from the same batch). The reported loss is the mixed model's.
+    APFL's local update (Deng et al. 2020, Algorithm 1).
+    """
+
+    lr: float
+    adaptive: bool = True
+    per_client: bool = False
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState) -> tuple[float, Params]:
+        """Two engine passes (w, then v̄); α updated in ``state`` after both."""
+        w, v = split_pair(params)
+        alpha = float(state[ALPHA_KEY])
+        _, g_w = engine.loss_and_grad(w, idx)
+        loss, g_bar = engine.loss_and_grad(mix(v, w, alpha), idx)
+        g_v = {k: alpha * g for k, g in g_bar.items()}
+        if self.adaptive:
+            g_alpha = float(sum(torch.sum(g_bar[k] * (v[k] - w[k])) for k in w))
+            state[ALPHA_KEY].fill_(min(max(alpha - self.lr * g_alpha, 0.0), 1.0))
+        return loss, join_pair(g_w, g_v)
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass differentiating ``f(w) + f(v̄)`` in w, v and α."""
+        alpha = state[ALPHA_KEY]
+
+        def ce(p: Params, x_: torch.Tensor, y_: torch.Tensor, m: torch.Tensor,
+               n: torch.Tensor) -> torch.Tensor:
+            out = functional_call(model, p, (x_,))
+            return (F.cross_entropy(out, y_, reduction="none") * m).sum() / n
+
+        def pair_loss(p: Params, a: torch.Tensor, x_: torch.Tensor, y_: torch.Tensor,
+                      m: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            w, v = split_pair(p)
+            a32 = a.to(next(iter(w.values())).dtype)
+            bar = mix(v, {k: t.detach() for k, t in w.items()}, a32)
+            mixed = ce(bar, x_, y_, m, n)
+            return ce(w, x_, y_, m, n) + mixed, mixed.detach()
+
+        (grads, g_alpha), (_, loss) = _vmapped_grad(pair_loss, argnums=(0, 1), has_aux=True)(
+            params, alpha, x, y, mask, count)
+        if self.adaptive:
+            new = (alpha - self.lr * g_alpha.to(alpha.dtype)).clamp(0.0, 1.0)
+            alpha.copy_(new if active is None else torch.where(active, new, alpha))
+        return loss, grads
+
+    def row(self, i: int) -> MixedPair:
+        """The same objective (α lives in the client's optimiser state)."""
+        return self
+
+    def stacked(self, params: Params) -> MixedPair:
+        """The same objective (α lives in the stacked optimiser state)."""
+        return self
+
+    def rows(self, a: int, b: int) -> MixedPair:
+        """The same objective."""
+        return self
