@@ -114,12 +114,15 @@ def train_client(engine: Engine, params: Params, opt_state: OptState, client: in
     # working copies, updated in place step by step (the inputs stay untouched)
     work = {k: v.detach().clone() for k, v in params.items()}
     opt_state = {k: v.clone() for k, v in opt_state.items()}
+    streams = () if objective is None else objective.streams
+    extra = [engine.minibatches(client, rnd, other, steps, pool) for other in streams]
     total = 0.0
-    for idx in batches:
+    for s, idx in enumerate(batches):
         if objective is None:
             loss, grads = engine.loss_and_grad(work, idx)
         else:
-            loss, grads = objective.loss_and_grad(engine, work, idx, opt_state)
+            loss, grads = objective.loss_and_grad(engine, work, idx, opt_state,
+                                                  [b[s] for b in extra])
         if terms:
             grads = add_terms(terms, work, grads)
         engine.optimizer.step_(work, grads, opt_state)
@@ -245,6 +248,9 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
     index, mask, count, active = padded_minibatches(engine, clients, rnd, purpose, counts,
                                                     pools)
     n_steps = index.shape[1]
+    # further streams of the objective (same step counts and batch sizes as the main one)
+    extra = [padded_minibatches(engine, clients, rnd, other, counts, pools)[:3]
+             for other in (() if objective is None else objective.streams)]
     active_dev = torch.from_numpy(active).to(engine.device)
 
     def batch_loss(p: Params, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
@@ -269,7 +275,8 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
         else:
             loss, grads = objective.stacked_loss_and_grad(
                 model, work, x_all[idx], y_all[idx], mask[:, s], count[:, s], idx, state,
-                step_active)
+                step_active, [(x_all[i[:, s]], y_all[i[:, s]], m[:, s], c[:, s])
+                              for i, m, c in extra])
         if terms:
             grads = add_terms(terms, work, grads)
         engine.optimizer.step_(work, grads, state, step_active)

@@ -27,22 +27,25 @@ whose loss is that of their parameter mixture, the mixing weight learnt: APFL).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, grad, grad_and_value, vjp, vmap
 
 from pflrepro.optim import OptState, Params
 
 if TYPE_CHECKING:
     from pflrepro.engine import Engine
 
-__all__ = ["BASE", "MIXED", "MixedPair", "Objective", "SampleWeighted", "join_pair",
+__all__ = ["BASE", "MAML", "MIXED", "MixedPair", "Objective", "SampleWeighted", "join_pair",
            "split_pair"]
+
+#: A padded batch of a vectorised pass: ``(x, y, mask, count)``.
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 class Objective(ABC):
@@ -50,26 +53,35 @@ class Objective(ABC):
 
     #: Whether the objective's tensors carry a leading client dimension.
     per_client: bool
+    #: Purposes of further mini-batch streams a step draws a batch from, besides the
+    #: training call's own (Per-FedAvg's inner and Hessian batches): seeded like it by
+    #: (seed, round, client, purpose), as many steps, the same batch sizes.
+    streams: tuple[str, ...] = ()
 
     @abstractmethod
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
-                      state: OptState) -> tuple[float, Params]:
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
         """One client's reported loss and gradient on samples ``idx`` (loop path).
 
         ``state`` is the client's optimiser state; the objective may update its own
-        ``obj.*`` entries in place.
+        ``obj.*`` entries in place. ``extra``: this step's batch of each of
+        :attr:`streams`.
         """
 
     @abstractmethod
     def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
                               y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
                               idx: torch.Tensor, state: OptState,
-                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
         """Every client's loss (C,) and gradient at once (vectorised path).
 
         ``x``, ``y``, ``mask`` (C, B, ...): the padded batches, ``count`` (C,) their real
         sizes, ``idx`` (C, B) their data rows; ``active`` (C,) bool or None (all):
         clients whose step is real. ``obj.*`` state of inactive clients must not move.
+        ``extra``: per stream of :attr:`streams`, its padded batch ``(x, y, mask,
+        count)``.
         """
 
     @abstractmethod
@@ -83,6 +95,13 @@ class Objective(ABC):
     @abstractmethod
     def rows(self, a: int, b: int) -> Objective:
         """The objective of trained clients ``a..b-1`` (stacked objectives only)."""
+
+
+def masked_ce(model: nn.Module, p: Params, x: torch.Tensor, y: torch.Tensor,
+              m: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """One client's padded-batch loss: Σ mask · ℓ / n (the loop's mean over real samples)."""
+    out = functional_call(model, p, (x,))
+    return (F.cross_entropy(out, y, reduction="none") * m).sum() / n
 
 
 def _vmapped_grad(loss: Callable[..., torch.Tensor], argnums: int | tuple[int, ...] = 0,
@@ -107,14 +126,16 @@ class SampleWeighted(Objective):
         object.__setattr__(self, "weights", self.weights.detach())
 
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
-                      state: OptState) -> tuple[float, Params]:
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
         """The engine's weighted loss with weights ``weight[idx] / len(idx)``."""
         return engine.loss_and_grad(params, idx, sample_weight=self.weights[idx] / len(idx))
 
     def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
                               y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
                               idx: torch.Tensor, state: OptState,
-                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
         """Padding has mask 0; the sum is divided by the real batch size."""
         weight = torch.gather(self.weights, 1, idx) * mask
 
@@ -215,7 +236,8 @@ class MixedPair(Objective):
     per_client: bool = False
 
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
-                      state: OptState) -> tuple[float, Params]:
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
         """Two engine passes (w, then v̄); α updated in ``state`` after both."""
         w, v = split_pair(params)
         alpha = float(state[ALPHA_KEY])
@@ -230,14 +252,14 @@ class MixedPair(Objective):
     def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
                               y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
                               idx: torch.Tensor, state: OptState,
-                              active: torch.Tensor | None) -> tuple[torch.Tensor, Params]:
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
         """One vmapped pass differentiating ``f(w) + f(v̄)`` in w, v and α."""
         alpha = state[ALPHA_KEY]
 
         def ce(p: Params, x_: torch.Tensor, y_: torch.Tensor, m: torch.Tensor,
                n: torch.Tensor) -> torch.Tensor:
-            out = functional_call(model, p, (x_,))
-            return (F.cross_entropy(out, y_, reduction="none") * m).sum() / n
+            return masked_ce(model, p, x_, y_, m, n)
 
         def pair_loss(p: Params, a: torch.Tensor, x_: torch.Tensor, y_: torch.Tensor,
                       m: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -263,5 +285,100 @@ class MixedPair(Objective):
         return self
 
     def rows(self, a: int, b: int) -> MixedPair:
+        """The same objective."""
+        return self
+
+
+def hessian_vector_product(net: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                           params: Params, vector: Params) -> Params:
+    """∇²f(params) · vector, f the mean cross-entropy of ``net`` on (x, y), exactly.
+
+    The gradient of ⟨∇f(params), vector⟩ by double backward; no finite differences.
+    """
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+    leaves = list(p.values())
+    with torch.enable_grad():
+        out = functional_call(net, p, (x,))
+        loss = F.cross_entropy(out, y)
+        grads = torch.autograd.grad(loss, leaves, create_graph=True)
+        dot = torch.stack([(g * vector[k].detach()).sum()
+                           for k, g in zip(p, grads, strict=True)]).sum()
+        hv = torch.autograd.grad(dot, leaves, allow_unused=True)
+    return {k: torch.zeros_like(p[k]) if h is None else h.detach()
+            for k, h in zip(p, hv, strict=True)}
+
+
+@dataclass(frozen=True)
+class MAML(Objective):
+    """The stochastic gradient of the MAML loss f(w − α ∇f(w; D); D').
+
+    D' is the training call's own batch, D the batch of stream ``inner`` and, with
+    ``hessian`` set, D'' that of stream ``hessian``. The step direction is
+    ``∇f(temp; D')``, temp = w − α ∇f(w; D) (first order), minus
+    ``α ∇²f(w; D'') ∇f(temp; D')`` with ``hessian`` (an exact Hessian-vector product,
+    double backward). The reported loss is f(temp; D'). Per-FedAvg's local step
+    (Fallah et al. 2020, Algorithm 1: FO and HF variants).
+    """
+
+    alpha: float
+    inner: str
+    hessian: str | None = None
+    per_client: bool = False
+
+    @property
+    def streams(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The inner batch's stream, then the Hessian batch's (if any)."""
+        return (self.inner,) if self.hessian is None else (self.inner, self.hessian)
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """Engine passes: ∇f(w; D), then f and ∇f at temp on D', then the HVP on D''."""
+        alpha = float(self.alpha)
+        _, g = engine.loss_and_grad(params, extra[0])
+        temp = {k: params[k] - alpha * g[k] for k in params}
+        loss, direction = engine.loss_and_grad(temp, idx)
+        if self.hessian is not None:
+            d2 = extra[1]
+            hv = hessian_vector_product(engine.net_for(params), engine.data.x[d2],
+                                        engine.data.y[d2], params, direction)
+            direction = {k: direction[k] - alpha * hv[k] for k in direction}
+        return loss, direction
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass: inner gradient, outer gradient, and the HVP by vjp."""
+        alpha = float(self.alpha)
+        use_hessian = self.hessian is not None
+
+        def f(p: Params, batch: Batch) -> torch.Tensor:
+            return masked_ce(model, p, *batch)
+
+        def one(p: Params, outer: Batch, inner: Batch, *rest: Batch
+                ) -> tuple[Params, torch.Tensor]:
+            g = grad(f)(p, inner)
+            temp = {k: p[k] - alpha * g[k] for k in p}
+            direction, loss = grad_and_value(f)(temp, outer)
+            if use_hessian:
+                _, hvp = vjp(lambda q: grad(f)(q, rest[0]), p)
+                (hv,) = hvp(direction)
+                direction = {k: direction[k] - alpha * hv[k] for k in direction}
+            return direction, loss
+
+        grads, loss = vmap(one)(params, (x, y, mask, count), *extra)
+        return loss, grads
+
+    def row(self, i: int) -> MAML:
+        """The same objective (nothing per client)."""
+        return self
+
+    def stacked(self, params: Params) -> MAML:
+        """The same objective."""
+        return self
+
+    def rows(self, a: int, b: int) -> MAML:
         """The same objective."""
         return self

@@ -282,7 +282,8 @@ MULTI_CLIENT = [("fedavg", {}, "adam", "global"), ("fedprox", {"mu": 0.5}, "adam
            ("fedamp", {}, "adam", "params"), ("heurfedamp", {}, "adam", "params"),
            ("clustered_fl", {"eps1": 10.0, "eps2": 0.0, "warmup_rounds": 0}, "adam",
             "models"), ("apfl", {"alpha_lr": 0.5}, "adam", "personal"),
-           ("fedem", {"components": 2}, "adam", "components")]
+           ("fedem", {"components": 2}, "adam", "components"),
+           ("per_fedavg", {"alpha": 0.2}, "adam", "global")]
 
 
 @pytest.mark.parametrize("name,params,opt,key", MULTI_CLIENT)

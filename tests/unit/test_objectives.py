@@ -1,4 +1,4 @@
-"""pflrepro.objectives: per-sample weights and the APFL pair on both training paths.
+"""pflrepro.objectives: sample weights, the APFL pair and MAML on both training paths.
 
 Each objective's vectorised pass (``local_training.VMAP``) must equal its per-client
 loop within float32 rounding, with clients of different step counts and batch sizes
@@ -19,6 +19,7 @@ from pflrepro import local_training as LT
 from pflrepro.engine import Engine
 from pflrepro.objectives import (
     ALPHA_KEY,
+    MAML,
     MixedPair,
     SampleWeighted,
     join_pair,
@@ -203,3 +204,49 @@ def test_pair_dicts_round_trip() -> None:
     bad = {**b["opt"], "step": b["opt"]["step"] + 1}
     with pytest.raises(ValueError, match="step counts"):
         join_pair_states(a["opt"], bad, alpha)
+
+
+# ------------------------------------------------------------ MAML
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("hessian", [None, "maml_hessian"])
+def test_maml_vmap_equals_loop(model: str, opt: str, hessian: str | None) -> None:
+    e = engine_for(model, opt)
+    start = e.client_init(shared=True)
+    objective = MAML(0.3, "maml_inner", hessian)
+    clients = [0, 1, 2, 3, 4]
+    looped = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                      path=LT.LOOP)
+    vectorised = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                          path=LT.VMAP)
+    assert_same(vectorised, looped)
+
+
+def test_maml_one_step_by_hand() -> None:
+    # w1 = w − lr (g' − α H g'), g' = ∇f(w − α ∇f(w; D); D'), H = ∇²f(w; D'') (autograd)
+    e = engine_for("mlp", "sgd")
+    start = e.client_init(shared=True)
+    k, alpha, lr = 2, 0.3, OPTIMISERS["sgd"]["lr"]
+    w = take(start["params"], k)
+    (d,) = e.minibatches(k, 1, "inner", 1)
+    (d1,) = e.minibatches(k, 1, "local", 1)
+    (d2,) = e.minibatches(k, 1, "hess", 1)
+    _, g = e.loss_and_grad(w, d)
+    temp = {n: w[n] - alpha * g[n] for n in w}
+    f1, g1 = e.loss_and_grad(temp, d1)
+    names = list(w)
+
+    def grad_at(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        p = {n: t.requires_grad_(True) for n, t in zip(names, flat, strict=True)}
+        loss = torch.nn.functional.cross_entropy(
+            torch.func.functional_call(e.model, p, (e.data.x[d2],)), e.data.y[d2])
+        return torch.autograd.grad(loss, list(p.values()), create_graph=True)
+
+    _, hv = torch.autograd.functional.vjp(grad_at, tuple(w[n].clone() for n in names),
+                                          tuple(g1[n] for n in names))
+    want = {n: w[n] - lr * (g1[n] - alpha * h) for n, h in zip(names, hv, strict=True)}
+    for path in LT.PATHS:
+        out = LT.train(e, rows(start["params"], [k]), rows(start["opt"], [k]), [k], 1,
+                       steps=1, objective=MAML(alpha, "inner", "hess"), path=path)
+        assert_params_close(take(out[0], 0), want, atol=1e-6, rtol=1e-5)
+        assert out[2][0] == pytest.approx(f1, rel=1e-5)
