@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
-from pflrepro.objectives import Objective
+from pflrepro.objectives import Objective, Stream
 from pflrepro.optim import OptState, Params
 from pflrepro.params import put, take
 from pflrepro.terms import GradTerm, add_terms
@@ -115,7 +115,8 @@ def train_client(engine: Engine, params: Params, opt_state: OptState, client: in
     work = {k: v.detach().clone() for k, v in params.items()}
     opt_state = {k: v.clone() for k, v in opt_state.items()}
     streams = () if objective is None else objective.streams
-    extra = [engine.minibatches(client, rnd, other, steps, pool) for other in streams]
+    extra = [engine.minibatches(client, rnd, st.purpose, steps, _stream_pool(engine, st, pool),
+                                st.batch_size) for st in streams]
     total = 0.0
     for s, idx in enumerate(batches):
         if objective is None:
@@ -152,8 +153,19 @@ def _check_stacked(params: Params, opt_state: OptState, c: int) -> None:
                          f"{tuple(opt_state['step'].shape)}")
 
 
+def _stream_pool(engine: Engine, stream: Stream,
+                 pool: torch.Tensor | None) -> torch.Tensor | None:
+    """The rows a further stream draws from: the public set's, or the client's pool."""
+    if stream.public:
+        if engine.data.public is None:
+            raise ValueError(f"stream {stream.purpose!r} draws from the public set; there is none")
+        return torch.arange(len(engine.data.public), device=engine.device)
+    return pool
+
+
 def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose: str,
-                       steps: Sequence[int], pools: Sequence[torch.Tensor] | None = None,
+                       steps: Sequence[int], pools: Sequence[torch.Tensor | None] | None = None,
+                       batch_size: int | None = None,
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
     """Every client's mini-batches from ``engine.minibatches``, padded into one tensor.
 
@@ -170,7 +182,7 @@ def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose
     S is the largest step count, B the largest batch; C = ``len(clients)``.
     """
     per_client = [engine.minibatches(k, rnd, purpose, int(n),
-                                     None if pools is None else pools[i])
+                                     None if pools is None else pools[i], batch_size)
                   for i, (k, n) in enumerate(zip(clients, steps, strict=True))]
     c = len(clients)
     s_max = max((len(b) for b in per_client), default=0)
@@ -249,8 +261,16 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
                                                     pools)
     n_steps = index.shape[1]
     # further streams of the objective (same step counts and batch sizes as the main one)
-    extra = [padded_minibatches(engine, clients, rnd, other, counts, pools)[:3]
-             for other in (() if objective is None else objective.streams)]
+    extra = []
+    for st in () if objective is None else objective.streams:
+        st_pools = [_stream_pool(engine, st, None if pools is None else pools[i])
+                    for i in range(len(clients))]
+        st_index, st_mask, st_count, _ = padded_minibatches(engine, clients, rnd, st.purpose,
+                                                            counts, st_pools, st.batch_size)
+        extra.append((st_index, st_mask, st_count,
+                      engine.data.public if st.public else x_all,
+                      torch.zeros((), dtype=torch.long, device=engine.device) if st.public
+                      else y_all))
     active_dev = torch.from_numpy(active).to(engine.device)
 
     def batch_loss(p: Params, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
@@ -275,8 +295,9 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
         else:
             loss, grads = objective.stacked_loss_and_grad(
                 model, work, x_all[idx], y_all[idx], mask[:, s], count[:, s], idx, state,
-                step_active, [(x_all[i[:, s]], y_all[i[:, s]], m[:, s], c[:, s])
-                              for i, m, c in extra])
+                step_active, [(i[:, s], xs[i[:, s]], ys.expand_as(i)[:, s] if ys.dim() == 0
+                               else ys[i[:, s]], m[:, s], c[:, s])
+                              for i, m, c, xs, ys in extra])
         if terms:
             grads = add_terms(terms, work, grads)
         engine.optimizer.step_(work, grads, state, step_active)

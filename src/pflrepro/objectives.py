@@ -26,6 +26,7 @@ whose loss is that of their parameter mixture, the mixing weight learnt: APFL).
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,11 +42,25 @@ from pflrepro.optim import OptState, Params
 if TYPE_CHECKING:
     from pflrepro.engine import Engine
 
-__all__ = ["BASE", "MAML", "MIXED", "MixedPair", "Objective", "SampleWeighted", "join_pair",
-           "split_pair"]
+__all__ = ["BASE", "MAML", "MIXED", "Distill", "MixedPair", "Objective", "SampleWeighted",
+           "Stream", "join_pair", "split_pair"]
 
-#: A padded batch of a vectorised pass: ``(x, y, mask, count)``.
-Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: A padded batch of a further stream in a vectorised pass: ``(index, x, y, mask, count)``.
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A further seeded mini-batch stream of an objective (see :attr:`Objective.streams`).
+
+    ``public``: batches are row indices of the public set (``engine.data.public``), not
+    of the data set; else the client's training rows (or the call's pool).
+    ``batch_size``: None for ``training.batch_size`` (capped by the pool's size).
+    """
+
+    purpose: str
+    public: bool = False
+    batch_size: int | None = None
 
 
 class Objective(ABC):
@@ -53,10 +68,10 @@ class Objective(ABC):
 
     #: Whether the objective's tensors carry a leading client dimension.
     per_client: bool
-    #: Purposes of further mini-batch streams a step draws a batch from, besides the
-    #: training call's own (Per-FedAvg's inner and Hessian batches): seeded like it by
-    #: (seed, round, client, purpose), as many steps, the same batch sizes.
-    streams: tuple[str, ...] = ()
+    #: Further mini-batch streams a step draws a batch from, besides the training
+    #: call's own (Per-FedAvg's inner and Hessian batches, PerFed-CKT's public batch):
+    #: seeded like it by (seed, round, client, purpose), as many steps.
+    streams: tuple[Stream, ...] = ()
 
     @abstractmethod
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
@@ -80,8 +95,8 @@ class Objective(ABC):
         ``x``, ``y``, ``mask`` (C, B, ...): the padded batches, ``count`` (C,) their real
         sizes, ``idx`` (C, B) their data rows; ``active`` (C,) bool or None (all):
         clients whose step is real. ``obj.*`` state of inactive clients must not move.
-        ``extra``: per stream of :attr:`streams`, its padded batch ``(x, y, mask,
-        count)``.
+        ``extra``: per stream of :attr:`streams`, this step's padded batch
+        ``(index, x, y, mask, count)`` (``y`` zeros for the label-less public set).
         """
 
     @abstractmethod
@@ -326,9 +341,10 @@ class MAML(Objective):
     per_client: bool = False
 
     @property
-    def streams(self) -> tuple[str, ...]:  # type: ignore[override]
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
         """The inner batch's stream, then the Hessian batch's (if any)."""
-        return (self.inner,) if self.hessian is None else (self.inner, self.hessian)
+        names = (self.inner,) if self.hessian is None else (self.inner, self.hessian)
+        return tuple(Stream(n) for n in names)
 
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
                       state: OptState, extra: Sequence[torch.Tensor] = ()
@@ -354,11 +370,11 @@ class MAML(Objective):
         alpha = float(self.alpha)
         use_hessian = self.hessian is not None
 
-        def f(p: Params, batch: Batch) -> torch.Tensor:
+        def f(p: Params, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
             return masked_ce(model, p, *batch)
 
-        def one(p: Params, outer: Batch, inner: Batch, *rest: Batch
-                ) -> tuple[Params, torch.Tensor]:
+        def one(p: Params, outer: tuple[torch.Tensor, ...], inner: tuple[torch.Tensor, ...],
+                *rest: tuple[torch.Tensor, ...]) -> tuple[Params, torch.Tensor]:
             g = grad(f)(p, inner)
             temp = {k: p[k] - alpha * g[k] for k in p}
             direction, loss = grad_and_value(f)(temp, outer)
@@ -368,7 +384,7 @@ class MAML(Objective):
                 direction = {k: direction[k] - alpha * hv[k] for k in direction}
             return direction, loss
 
-        grads, loss = vmap(one)(params, (x, y, mask, count), *extra)
+        grads, loss = vmap(one)(params, (x, y, mask, count), *[b[1:] for b in extra])
         return loss, grads
 
     def row(self, i: int) -> MAML:
@@ -382,3 +398,82 @@ class MAML(Objective):
     def rows(self, a: int, b: int) -> MAML:
         """The same objective."""
         return self
+
+
+@dataclass(frozen=True)
+class Distill(Objective):
+    """The batch's mean cross-entropy plus ``lam`` × the mean KL(target ‖ s(w, x)) on P.
+
+    Each step also draws a batch of rows of the public set P (stream ``purpose``, rows
+    of ``batch_size`` or ``training.batch_size``); ``targets`` (|P|, N) holds a
+    probability vector per public row, or one such matrix per client when
+    ``per_client``. Only the cross-entropy part −Σ target · log s(w, x) of the KL carries
+    gradient. The reported loss is the private batch's. PerFed-CKT's local step
+    (Cho et al. 2021, eq. 2) towards the nearest centroid.
+    """
+
+    targets: torch.Tensor
+    lam: float
+    purpose: str = "public"
+    batch_size: int | None = None
+    per_client: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", self.targets.detach())
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The public batch's stream."""
+        return (Stream(self.purpose, public=True, batch_size=self.batch_size),)
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """The engine's private pass, then its distillation pass on the public rows."""
+        assert engine.data.public is not None
+        rows = extra[0]
+        loss, grads = engine.loss_and_grad(params, idx)
+        _, distill = engine.distill_loss_and_grad(params, engine.data.public[rows],
+                                                  self.targets[rows])
+        return loss, {k: g + self.lam * distill[k] for k, g in grads.items()}
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass of both losses; padding carries mask 0 in each."""
+        rows, x_pub, _, m_pub, n_pub = extra[0]
+        target = torch.gather(self.targets, 1, rows.unsqueeze(-1).expand(
+            -1, -1, self.targets.shape[-1]))
+        lam = float(self.lam)
+
+        def both(p: Params, x_: torch.Tensor, y_: torch.Tensor, m: torch.Tensor,
+                 n: torch.Tensor, xp: torch.Tensor, t: torch.Tensor, mp: torch.Tensor,
+                 np_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            private = masked_ce(model, p, x_, y_, m, n)
+            log_q = functional_call(model, p, (xp,)).log_softmax(dim=-1)
+            cross = (-(t * log_q).sum(dim=-1) * mp).sum() / np_
+            return private + lam * cross, private.detach()
+
+        grads, (_, loss) = _vmapped_grad(both, has_aux=True)(
+            params, x, y, mask, count, x_pub, target, m_pub, n_pub)
+        return loss, grads
+
+    def row(self, i: int) -> Distill:
+        """Client ``i``'s targets (a view) or the shared ones."""
+        if not self.per_client:
+            return self
+        return dataclasses.replace(self, targets=self.targets[i], per_client=False)
+
+    def stacked(self, params: Params) -> Distill:
+        """The targets with a client dimension (broadcast if shared)."""
+        if self.per_client:
+            return self
+        c = next(iter(params.values())).shape[0]
+        return dataclasses.replace(self, targets=self.targets.unsqueeze(0).expand(c, -1, -1),
+                                   per_client=True)
+
+    def rows(self, a: int, b: int) -> Distill:
+        """Trained clients ``a..b-1``."""
+        return dataclasses.replace(self, targets=self.targets[a:b])

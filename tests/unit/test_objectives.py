@@ -1,4 +1,4 @@
-"""pflrepro.objectives: sample weights, the APFL pair and MAML on both training paths.
+"""pflrepro.objectives: weights, APFL's pair, MAML, distillation on both training paths.
 
 Each objective's vectorised pass (``local_training.VMAP``) must equal its per-client
 loop within float32 rounding, with clients of different step counts and batch sizes
@@ -20,6 +20,7 @@ from pflrepro.engine import Engine
 from pflrepro.objectives import (
     ALPHA_KEY,
     MAML,
+    Distill,
     MixedPair,
     SampleWeighted,
     join_pair,
@@ -47,7 +48,7 @@ OPTIMISERS: dict[str, dict[str, Any]] = {
 def engine_for(model: str, opt: str, seed: int = 3) -> Engine:
     spec = MODELS[model]
     data = make_data(n_train=N_TRAIN, n_test=(1,) * len(N_TRAIN), shape=spec["shape"],
-                     num_classes=3, seed=seed)
+                     num_classes=3, seed=seed, public=5)
     data = dataclasses.replace(data, x=data.x.to(torch.float32))
     return make_engine(data, seed=seed, model=spec["model"],
                        model_options=spec["model_options"], batch_size=4, local_epochs=2,
@@ -60,7 +61,7 @@ def row_weights(e: Engine, seed: int = 0) -> torch.Tensor:
     return torch.rand(e.num_clients, len(e.data.x), generator=gen)
 
 
-def rows(stacked: dict, which: list[int]) -> dict:
+def rows_of(stacked: dict, which: list[int]) -> dict:
     return {n: v[which] for n, v in stacked.items()}
 
 
@@ -112,8 +113,8 @@ def test_sample_weighted_loss_by_hand_and_zero_weights_freeze_sgd() -> None:
     weights = row_weights(e)
     weights[1] = 0.0
     for path in LT.PATHS:
-        out = LT.train(e, rows(start["params"], [0, 1]), rows(start["opt"], [0, 1]), [0, 1], 1,
-                       objective=SampleWeighted(weights[:2], per_client=True), path=path)
+        out = LT.train(e, rows_of(start["params"], [0, 1]), rows_of(start["opt"], [0, 1]),
+                       [0, 1], 1, objective=SampleWeighted(weights[:2], per_client=True), path=path)
         assert_params_close(take(out[0], 1), take(start["params"], 1), atol=0, rtol=0)
         assert out[2][1] == 0.0
         assert any(not torch.equal(take(out[0], 0)[n], take(start["params"], 0)[n])
@@ -176,7 +177,7 @@ def test_mixed_pair_one_sgd_step_by_hand() -> None:
     f_bar, g_bar = e.loss_and_grad(mix(v, w, 0.3), idx)
     g_alpha = sum(float((g_bar[n] * (v[n] - w[n])).sum()) for n in w)
     for path in LT.PATHS:
-        p1, s1, loss = LT.train(e, rows(params, [k]), rows(state, [k]), [k], 1, steps=1,
+        p1, s1, loss = LT.train(e, rows_of(params, [k]), rows_of(state, [k]), [k], 1, steps=1,
                                 objective=MixedPair(lr=eta), path=path)
         w1, v1 = split_pair(take(p1, 0))
         assert_params_close(w1, {n: w[n] - lr * g_w[n] for n in w}, atol=1e-6, rtol=1e-5)
@@ -246,7 +247,58 @@ def test_maml_one_step_by_hand() -> None:
                                           tuple(g1[n] for n in names))
     want = {n: w[n] - lr * (g1[n] - alpha * h) for n, h in zip(names, hv, strict=True)}
     for path in LT.PATHS:
-        out = LT.train(e, rows(start["params"], [k]), rows(start["opt"], [k]), [k], 1,
+        out = LT.train(e, rows_of(start["params"], [k]), rows_of(start["opt"], [k]), [k], 1,
                        steps=1, objective=MAML(alpha, "inner", "hess"), path=path)
         assert_params_close(take(out[0], 0), want, atol=1e-6, rtol=1e-5)
         assert out[2][0] == pytest.approx(f1, rel=1e-5)
+
+
+# ------------------------------------------------------------ Distill
+def public_targets(e: Engine, clients: int, seed: int = 1) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    assert e.data.public is not None
+    return torch.rand(clients, len(e.data.public), e.data.num_classes,
+                      generator=gen).softmax(dim=-1)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("public_batch", [None, 3])
+def test_distill_vmap_equals_loop(model: str, opt: str, public_batch: int | None) -> None:
+    e = engine_for(model, opt)
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    objective = Distill(public_targets(e, len(clients)), 0.7, batch_size=public_batch,
+                        per_client=True)
+    looped = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                      path=LT.LOOP)
+    vectorised = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                          path=LT.VMAP)
+    assert_same(vectorised, looped)
+    plain = LT.train(e, start["params"], start["opt"], clients, 1, path=LT.LOOP)
+    assert any(not torch.allclose(plain[0][n], looped[0][n]) for n in plain[0])
+
+
+def test_distill_one_step_by_hand() -> None:
+    # g = ∇ CE(private) + λ ∇ mean_rows(−Σ t log softmax) on the public batch (autograd)
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    k, lam, lr = 2, 0.7, OPTIMISERS["sgd"]["lr"]
+    targets = public_targets(e, 1)[0]
+    w = take(start["params"], k)
+    (idx,) = e.minibatches(k, 1, "local", 1)
+    assert e.data.public is not None
+    (rows,) = e.minibatches(k, 1, "public", 1, pool=torch.arange(len(e.data.public)),
+                            batch_size=3)
+    p = {n: v.clone().requires_grad_(True) for n, v in w.items()}
+    out = torch.func.functional_call(e.model, p, (e.data.x[idx],))
+    pub = torch.func.functional_call(e.model, p, (e.data.public[rows],)).log_softmax(-1)
+    ce = torch.nn.functional.cross_entropy(out, e.data.y[idx])
+    total = ce + lam * (-(targets[rows] * pub).sum(-1).mean())
+    grads = dict(zip(p, torch.autograd.grad(total, list(p.values())), strict=True))
+    for path in LT.PATHS:
+        got = LT.train(e, rows_of(start["params"], [k]), rows_of(start["opt"], [k]), [k], 1,
+                       steps=1, objective=Distill(targets, lam, batch_size=3), path=path)
+        assert_params_close(take(got[0], 0), {n: w[n] - lr * grads[n] for n in w},
+                            atol=1e-6, rtol=1e-5)
+        assert got[2][0] == pytest.approx(float(ce.detach()), rel=1e-5)
