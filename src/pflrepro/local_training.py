@@ -116,7 +116,8 @@ def train_client(engine: Engine, params: Params, opt_state: OptState, client: in
     opt_state = {k: v.clone() for k, v in opt_state.items()}
     streams = () if objective is None else objective.streams
     extra = [engine.minibatches(client, rnd, st.purpose, steps, _stream_pool(engine, st, pool),
-                                st.batch_size) for st in streams]
+                                **({} if st.batch_size is None else
+                                   {"batch_size": st.batch_size})) for st in streams]
     total = 0.0
     for s, idx in enumerate(batches):
         if objective is None:
@@ -181,8 +182,9 @@ def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose
 
     S is the largest step count, B the largest batch; C = ``len(clients)``.
     """
+    sized = {} if batch_size is None else {"batch_size": batch_size}
     per_client = [engine.minibatches(k, rnd, purpose, int(n),
-                                     None if pools is None else pools[i], batch_size)
+                                     None if pools is None else pools[i], **sized)
                   for i, (k, n) in enumerate(zip(clients, steps, strict=True))]
     c = len(clients)
     s_max = max((len(b) for b in per_client), default=0)
