@@ -23,8 +23,15 @@ repeats one round in float64 (two local steps per client on the GPU, every step 
 the CPU) where such near-ties do not occur: the gap must stay below 1e-8, and the
 clients' losses and step counts must agree.
 
+Every method (``--methods``, default all): one round of each registered method with
+``client_training: loop`` and ``vmap`` on the device (``bench_methods``: synthetic
+data, K = ``--method-clients``), the speed-up loop / vmap per method, and whether the
+two paths' losses agree (1e-3 relative, float32 with TF32 off; a method whose rounds
+do not go through ``Engine.train`` runs its own loop on both and shows about 1x).
+
 Without CUDA it runs a tiny CPU case (a few clients of uneven sizes) for correctness
-only, prints its times for information, and says that the GPU cases were skipped.
+only, the per-method section on the CPU at tiny sizes (that it runs, not its times),
+prints its times for information, and says that the GPU cases were skipped.
 """
 
 from __future__ import annotations
@@ -157,9 +164,48 @@ def agreement(engine: Any, chunk: int | None, steps: int | None) -> dict[str, An
             "ok": gap <= TOL and loss_gap <= TOL and steps_ok}
 
 
+def methods_section(rep: Report, device: torch.device, clients: int, n_train: int,
+                    repeats: int, model: str, names: list[str] | None) -> None:
+    """Every method's round with ``client_training`` loop and vmap on ``device``."""
+    import bench_methods as BM
+
+    from pflrepro.algorithms import ALGORITHMS
+
+    names = names or sorted(ALGORITHMS)
+    rep.say(f"== gpu methods: one round per method, loop vs vmap on {device.type}, "
+            f"{clients} clients x {n_train} samples, {repeats} repeat(s) after a warm-up ==")
+    arch = model_name(model)
+    rows = []
+    speedups: dict[str, float] = {}
+    for name in names:
+        out = {}
+        for path in ("loop", "vmap"):
+            built = BM.build(name, clients, n_train, 2 * BM.BATCH, arch, 1, device.type, path)
+            e, alg, state = built["engine"], built["alg"], built["state"]
+            times, losses = [], None
+            for r in range(1 + repeats):  # round 1 is the warm-up
+                _sync(device)
+                t = time.perf_counter()
+                state, loss = alg.round(state, r + 1)
+                _sync(device)
+                times.append(time.perf_counter() - t)
+                losses = loss if losses is None else losses
+            out[path] = (median(times[1:]), np.asarray(losses), e.client_training)
+            e.close()
+        (lt, ll, _), (vt, vl, vpath) = out["loop"], out["vmap"]
+        agree = bool(np.allclose(vl, ll, rtol=1e-3, atol=1e-4, equal_nan=True))
+        rep.check(f"{name}: round-1 losses of vmap and loop agree ({vpath})", agree)
+        speedups[name] = lt / vt
+        rows.append([name, lt, vt, f"{lt / vt:.2f}x"])
+    for line in table(rows, ["method", "loop s/round", "vmap s/round", "loop / vmap"]):
+        rep.say(line)
+    rep.values["method_speedups"] = speedups
+
+
 def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = None,
         repeats: int | None = None, batch_size: int = 32, lr: float = 0.05,
-        optimizer: str = "sgd", chunk: int | None = None, model: str = "issue") -> Report:
+        optimizer: str = "sgd", chunk: int | None = None, model: str = "issue",
+        method_names: list[str] | None = None, method_clients: int | None = None) -> Report:
     """Run the benchmark; return its report."""
     rep = Report("gpu")
     arch = model_name(model)
@@ -187,6 +233,8 @@ def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = 
               f"same step counts)", agree["ok"])
     rep.values["cpu_gap"] = agree["gap"]
     if not cuda:
+        methods_section(rep, torch.device("cpu"), clients=3, n_train=16, repeats=1,
+                        model="project", names=method_names)
         rep.say("  GPU cases skipped: no CUDA device on this machine (the speed-up target "
                 "needs one)")
         return rep
@@ -223,6 +271,11 @@ def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = 
                              "f32 update gap"]):
         rep.say(line)
     rep.values["ratios"] = ratios
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    methods_section(rep, device, clients=method_clients or (10 if quick else 50),
+                    n_train=64 if quick else 200, repeats=repeats, model=model,
+                    names=method_names)
     if 100 in ratios:
         rep.target("gpu: batched >= 10x the per-client loop at K=100 (H200)",
                    f"{ratios[100]:.1f}x on {name}", ratios[100] >= 10)
@@ -243,10 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     p.add_argument("--chunk", type=int, help="clients per batched pass (default: all)")
     p.add_argument("--model", choices=("issue", "project"), default="issue")
+    p.add_argument("--methods", type=lambda s: s.split(","), dest="method_names",
+                   help="comma-separated methods of the per-method section (default: all)")
+    p.add_argument("--method-clients", type=int, help="K of the per-method section")
     a = p.parse_args(argv)
     rep = run(quick=a.quick, ks=a.ks, n_train=a.n_train, repeats=a.repeats,
               batch_size=a.batch_size, lr=a.lr, optimizer=a.optimizer, chunk=a.chunk,
-              model=a.model)
+              model=a.model, method_names=a.method_names, method_clients=a.method_clients)
     return 0 if all(ok for _, ok in rep.checks) else 1
 
 

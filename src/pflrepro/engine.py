@@ -30,6 +30,7 @@ from pflrepro.communication import Traffic, size
 from pflrepro.data.federated import FederatedData
 from pflrepro.models import build_model
 from pflrepro.models.surgery import speed_up
+from pflrepro.objectives import Objective
 from pflrepro.optim import Optimizer, OptState, Params
 from pflrepro.params import stack
 from pflrepro.progress import RoundProgress
@@ -354,7 +355,7 @@ class Engine:
     def train(self, params: Params, opt_state: OptState, clients: Sequence[int], rnd: int,
               purpose: str = "local", steps: Sequence[int] | int | None = None,
               terms: Sequence[GradTerm] = (), pools: Sequence[torch.Tensor] | None = None,
-              ) -> tuple[Params, OptState, np.ndarray]:
+              objective: Objective | None = None) -> tuple[Params, OptState, np.ndarray]:
         """Local training of ``clients`` on this run's path; see :func:`local_training.train`.
 
         ``params`` and ``opt_state`` are stacked, row ``i`` for ``clients[i]``; returns
@@ -362,15 +363,15 @@ class Engine:
         """
         return LT.train(self, params, opt_state, clients, rnd, purpose, steps, terms,
                         path=self.client_training, chunk=self.cfg.client_chunk or None,
-                        pools=pools)
+                        pools=pools, objective=objective)
 
     def train_client(self, params: Params, opt_state: OptState, client: int, rnd: int,
                      purpose: str = "local", steps: int | None = None,
                      terms: Sequence[GradTerm] = (), pool: torch.Tensor | None = None,
-                     ) -> tuple[Params, OptState, float]:
+                     objective: Objective | None = None) -> tuple[Params, OptState, float]:
         """One client's local steps on one unstacked model (``train_client``)."""
         return LT.train_client(self, params, opt_state, client, rnd, purpose, steps, terms,
-                               pool)
+                               pool, objective)
 
     # ------------------------------------------------------------------ loop
     def evaluate(self, algorithm: Algorithm, state: State, rnd: int, log_: R.MetricLog) -> bool:

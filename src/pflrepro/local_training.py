@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
+from pflrepro.objectives import Objective, Stream
 from pflrepro.optim import OptState, Params
 from pflrepro.params import put, take
 from pflrepro.terms import GradTerm, add_terms
@@ -54,7 +55,8 @@ PATHS = (LOOP, VMAP)
 def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence[int],
           rnd: int, purpose: str = "local", steps: Sequence[int] | int | None = None,
           terms: Sequence[GradTerm] = (), path: str = LOOP, chunk: int | None = None,
-          pools: Sequence[torch.Tensor] | None = None) -> tuple[Params, OptState, np.ndarray]:
+          pools: Sequence[torch.Tensor] | None = None,
+          objective: Objective | None = None) -> tuple[Params, OptState, np.ndarray]:
     """Local training of ``clients`` (stacked ``params``/``opt_state``, row per client).
 
     ``steps``: one count per client, one for all, or None for each client's
@@ -62,6 +64,8 @@ def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence
     shared or per client (stacked like ``params``). ``pools``: per client, the sample
     indices it trains on instead of its training set. ``path`` is :data:`LOOP` or
     :data:`VMAP`; ``chunk`` bounds the clients of one vectorised pass (None/0: all).
+    ``objective`` (:mod:`pflrepro.objectives`) replaces each step's mean cross-entropy
+    (shared or per client, like ``terms``).
 
     Returns new stacked parameters and optimiser states (the inputs are untouched)
     and each client's mean data loss over its steps (float64; 0 for no steps).
@@ -73,7 +77,7 @@ def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence
     _check_stacked(params, opt_state, len(clients))
     if path == VMAP:
         p, o, losses = train_vmap(engine, params, opt_state, clients, rnd, purpose, counts,
-                                  terms, chunk, pools)
+                                  terms, chunk, pools, objective)
         return p, o, losses.cpu().numpy()
     if path != LOOP:
         raise ValueError(f"unknown training path {path!r}; known: {list(PATHS)}")
@@ -85,7 +89,8 @@ def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence
         p, o, losses[i] = train_client(engine, take(params, i), take(opt_state, i),
                                        clients[i], rnd, purpose, counts[i],
                                        [t.row(i) for t in terms],
-                                       None if pools is None else pools[i])
+                                       None if pools is None else pools[i],
+                                       None if objective is None else objective.row(i))
         put(out_p, i, p)
         put(out_o, i, o)
 
@@ -96,11 +101,12 @@ def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence
 def train_client(engine: Engine, params: Params, opt_state: OptState, client: int, rnd: int,
                  purpose: str = "local", steps: int | None = None,
                  terms: Sequence[GradTerm] = (),
-                 pool: torch.Tensor | None = None) -> tuple[Params, OptState, float]:
+                 pool: torch.Tensor | None = None,
+                 objective: Objective | None = None) -> tuple[Params, OptState, float]:
     """One client's local steps (one model, not stacked); params, state, mean loss.
 
-    ``terms`` hold this client's tensors (:meth:`GradTerm.row`); ``pool`` replaces its
-    training set; the reported loss is the data loss only.
+    ``terms`` and ``objective`` hold this client's tensors (``row``); ``pool`` replaces
+    its training set; the reported loss is the data loss only (the objective's).
     """
     if steps is None:
         steps = engine.steps_per_round(client, samples=None if pool is None else len(pool))
@@ -108,9 +114,17 @@ def train_client(engine: Engine, params: Params, opt_state: OptState, client: in
     # working copies, updated in place step by step (the inputs stay untouched)
     work = {k: v.detach().clone() for k, v in params.items()}
     opt_state = {k: v.clone() for k, v in opt_state.items()}
+    streams = () if objective is None else objective.streams
+    extra = [engine.minibatches(client, rnd, st.purpose, steps, _stream_pool(engine, st, pool),
+                                **({} if st.batch_size is None else
+                                   {"batch_size": st.batch_size})) for st in streams]
     total = 0.0
-    for idx in batches:
-        loss, grads = engine.loss_and_grad(work, idx)
+    for s, idx in enumerate(batches):
+        if objective is None:
+            loss, grads = engine.loss_and_grad(work, idx)
+        else:
+            loss, grads = objective.loss_and_grad(engine, work, idx, opt_state,
+                                                  [b[s] for b in extra])
         if terms:
             grads = add_terms(terms, work, grads)
         engine.optimizer.step_(work, grads, opt_state)
@@ -140,8 +154,19 @@ def _check_stacked(params: Params, opt_state: OptState, c: int) -> None:
                          f"{tuple(opt_state['step'].shape)}")
 
 
+def _stream_pool(engine: Engine, stream: Stream,
+                 pool: torch.Tensor | None) -> torch.Tensor | None:
+    """The rows a further stream draws from: the public set's, or the client's pool."""
+    if stream.public:
+        if engine.data.public is None:
+            raise ValueError(f"stream {stream.purpose!r} draws from the public set; there is none")
+        return torch.arange(len(engine.data.public), device=engine.device)
+    return pool
+
+
 def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose: str,
-                       steps: Sequence[int], pools: Sequence[torch.Tensor] | None = None,
+                       steps: Sequence[int], pools: Sequence[torch.Tensor | None] | None = None,
+                       batch_size: int | None = None,
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
     """Every client's mini-batches from ``engine.minibatches``, padded into one tensor.
 
@@ -157,8 +182,9 @@ def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose
 
     S is the largest step count, B the largest batch; C = ``len(clients)``.
     """
+    sized = {} if batch_size is None else {"batch_size": batch_size}
     per_client = [engine.minibatches(k, rnd, purpose, int(n),
-                                     None if pools is None else pools[i])
+                                     None if pools is None else pools[i], **sized)
                   for i, (k, n) in enumerate(zip(clients, steps, strict=True))]
     c = len(clients)
     s_max = max((len(b) for b in per_client), default=0)
@@ -195,7 +221,7 @@ def _slice(stacked: Params, a: int, b: int) -> Params:
 def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: list[int],
                rnd: int, purpose: str, counts: list[int], terms: Sequence[GradTerm] = (),
                chunk: int | None = None, pools: Sequence[torch.Tensor] | None = None,
-               ) -> tuple[Params, OptState, torch.Tensor]:
+               objective: Objective | None = None) -> tuple[Params, OptState, torch.Tensor]:
     """The vectorised path of :func:`train` (losses stay on the device).
 
     Chunks of at most ``chunk`` clients run one after the other (memory: a pass holds
@@ -204,6 +230,7 @@ def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: lis
     """
     c = len(clients)
     stacked_terms = [t.stacked(params) for t in terms]
+    stacked_objective = None if objective is None else objective.stacked(params)
     size = c if not chunk or chunk <= 0 else int(chunk)
     parts: list[tuple[Params, OptState, torch.Tensor]] = []
     for a in range(0, c, max(size, 1)):
@@ -211,7 +238,9 @@ def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: lis
         parts.append(_train_chunk(engine, _slice(params, a, b), _slice(opt_state, a, b),
                                   clients[a:b], rnd, purpose, counts[a:b],
                                   [t.rows(a, b) for t in stacked_terms],
-                                  None if pools is None else pools[a:b]))
+                                  None if pools is None else pools[a:b],
+                                  None if stacked_objective is None
+                                  else stacked_objective.rows(a, b)))
     if not parts:
         return ({k: v.clone() for k, v in params.items()},
                 {k: v.clone() for k, v in opt_state.items()},
@@ -225,13 +254,25 @@ def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: lis
 
 def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: list[int],
                  rnd: int, purpose: str, counts: list[int], terms: Sequence[GradTerm],
-                 pools: Sequence[torch.Tensor] | None) -> tuple[Params, OptState, torch.Tensor]:
+                 pools: Sequence[torch.Tensor] | None, objective: Objective | None = None,
+                 ) -> tuple[Params, OptState, torch.Tensor]:
     """One pass per step over the clients of one chunk (see :func:`train_vmap`)."""
     model = engine.models[engine.arch_index(params, stacked=True)]
     x_all, y_all = engine.data.x, engine.data.y
     index, mask, count, active = padded_minibatches(engine, clients, rnd, purpose, counts,
                                                     pools)
     n_steps = index.shape[1]
+    # further streams of the objective (same step counts and batch sizes as the main one)
+    extra = []
+    for st in () if objective is None else objective.streams:
+        st_pools = [_stream_pool(engine, st, None if pools is None else pools[i])
+                    for i in range(len(clients))]
+        st_index, st_mask, st_count, _ = padded_minibatches(engine, clients, rnd, st.purpose,
+                                                            counts, st_pools, st.batch_size)
+        extra.append((st_index, st_mask, st_count,
+                      engine.data.public if st.public else x_all,
+                      torch.zeros((), dtype=torch.long, device=engine.device) if st.public
+                      else y_all))
     active_dev = torch.from_numpy(active).to(engine.device)
 
     def batch_loss(p: Params, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
@@ -249,10 +290,18 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
     total = torch.zeros(len(clients), dtype=torch.float64, device=engine.device)
     for s in range(n_steps):
         idx = index[:, s]
-        grads, loss = loss_and_grads(work, x_all[idx], y_all[idx], mask[:, s], count[:, s])
+        step_active = None if active[:, s].all() else active_dev[:, s]
+        if objective is None:
+            grads, loss = loss_and_grads(work, x_all[idx], y_all[idx], mask[:, s],
+                                         count[:, s])
+        else:
+            loss, grads = objective.stacked_loss_and_grad(
+                model, work, x_all[idx], y_all[idx], mask[:, s], count[:, s], idx, state,
+                step_active, [(i[:, s], xs[i[:, s]], ys.expand_as(i)[:, s] if ys.dim() == 0
+                               else ys[i[:, s]], m[:, s], c[:, s])
+                              for i, m, c, xs, ys in extra])
         if terms:
             grads = add_terms(terms, work, grads)
-        step_active = None if active[:, s].all() else active_dev[:, s]
         engine.optimizer.step_(work, grads, state, step_active)
         loss = loss.detach().to(torch.float64)
         total += loss if step_active is None else torch.where(step_active, loss, 0.0)

@@ -179,3 +179,29 @@ def test_parse_hyper():
                 {"adaptive_alpha": 1}, {"adaptive_alpha": "true"}, {"alpha_lr": -0.01}):
         with pytest.raises(ValueError):
             parse_hyper(APFL, bad)
+
+
+def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
+    """Every round is one ``local_training.train`` call over all clients; vmap ≈ loop."""
+    from pflrepro import local_training as LT
+
+    calls = []
+    real = LT.train
+
+    def spy(engine, params, opt_state, clients, *args, **kwargs):
+        calls.append((list(clients), kwargs["path"]))
+        return real(engine, params, opt_state, clients, *args, **kwargs)
+
+    monkeypatch.setattr(LT, "train", spy)
+    out = {}
+    for mode in ("loop", "vmap"):
+        e, alg = _alg({"alpha_lr": 0.5}, optimizer="adam", lr=0.05, client_training=mode)
+        state = alg.init()
+        for rnd in (1, 2):
+            state, _ = alg.round(state, rnd)
+        out[mode] = state
+    assert calls == [([0, 1, 2], "loop")] * 2 + [([0, 1, 2], "vmap")] * 2
+    torch.testing.assert_close(out["vmap"]["alpha"], out["loop"]["alpha"], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(out["loop"]["alpha"], torch.full((3,), 0.5, dtype=torch.float64))
+    for key in ("global", "personal"):
+        assert_params_close(out["vmap"][key], out["loop"][key], rtol=1e-5, atol=1e-6)

@@ -270,3 +270,31 @@ def test_parse_hyper_rejects(bad):
 def test_hyper_validates_direct_construction():
     with pytest.raises(ValueError, match="components"):
         FedEMHyper(components=0)
+
+
+def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
+    """Each component's M-step is one ``local_training.train`` call; vmap ≈ loop."""
+    from pflrepro import local_training as LT
+
+    calls = []
+    real = LT.train
+
+    def spy(engine, params, opt_state, clients, rnd, purpose, *args, **kwargs):
+        calls.append((purpose, kwargs["path"]))
+        return real(engine, params, opt_state, clients, rnd, purpose, *args, **kwargs)
+
+    monkeypatch.setattr(LT, "train", spy)
+    out = {}
+    for mode in ("loop", "vmap"):
+        e, alg = _alg({"components": 2}, optimizer="adam", lr=0.05, client_training=mode)
+        state = alg.init()
+        state, losses = alg.round(state, 1)
+        out[mode] = (state, losses)
+    assert calls == [("fedem_0", "loop"), ("fedem_1", "loop"), ("fedem_0", "vmap"),
+                     ("fedem_1", "vmap")]
+    (sv, lv), (sl, ll) = out["vmap"], out["loop"]
+    np.testing.assert_allclose(lv, ll, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sv["pi"], sl["pi"])
+    for n in sl["components"]:
+        torch.testing.assert_close(sv["components"][n], sl["components"][n], rtol=1e-5,
+                                   atol=1e-6)

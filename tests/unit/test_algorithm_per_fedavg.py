@@ -1,5 +1,6 @@
 """Per-FedAvg: MAML local steps (FO and exact-HVP HF), one α-step personalisation."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -228,3 +229,36 @@ def test_docstring_states_partial_participation():
     assert PerFedAvg.partial_participation
     assert "full participation" not in per_fedavg.__doc__
     assert "client_fraction" in per_fedavg.__doc__
+
+
+@pytest.mark.parametrize("variant", ["fo", "hf"])
+def test_trains_through_the_one_path_and_vmap_equals_loop(variant, monkeypatch):
+    """A round is one ``local_training.train`` call over its participants; vmap ≈ loop."""
+    from pflrepro import local_training as LT
+
+    calls = []
+    real = LT.train
+
+    def spy(engine, params, opt_state, clients, rnd, purpose, *args, **kwargs):
+        calls.append((list(clients), purpose, kwargs["path"]))
+        return real(engine, params, opt_state, clients, rnd, purpose, *args, **kwargs)
+
+    monkeypatch.setattr(LT, "train", spy)
+    out = {}
+    for mode in ("loop", "vmap"):
+        e, alg = _alg({"alpha": 0.2, "variant": variant}, optimizer="adam", lr=0.05,
+                      client_fraction=0.67, client_training=mode)
+        state = alg.init()
+        losses = []
+        for rnd in (1, 2):
+            state, loss = alg.round(state, rnd)
+            losses.append(loss)
+        out[mode] = (state, np.stack(losses))
+    assert [c[1:] for c in calls] == [("local", "loop")] * 2 + [("local", "vmap")] * 2
+    assert calls[0][0] == e.participants(1) and len(calls[0][0]) == 2
+    (sv, lv), (sl, ll) = out["vmap"], out["loop"]
+    np.testing.assert_allclose(lv, ll, rtol=1e-5, atol=1e-6)
+    assert np.isnan(ll).sum() == 2  # the one client left out of each round
+    assert_params_close(sv["global"], sl["global"], rtol=1e-5, atol=1e-6)
+    for n in sl["opt"]:
+        torch.testing.assert_close(sv["opt"][n], sl["opt"][n], rtol=1e-5, atol=1e-6)

@@ -172,3 +172,39 @@ def test_heterogeneous_clients_distill_across_architectures():
     for k in range(6):
         assert e.arch_index(state["params"][k]) == e.arch_of[k]
         assert alg.predict(state, k, e.data.x[e.data.test[k]], 2).shape == (1, 2)
+
+
+def test_trains_through_the_one_path_per_architecture_and_vmap_equals_loop(monkeypatch):
+    """A round is one ``local_training.train`` call per architecture; vmap ≈ loop."""
+    from pflrepro import local_training as LT
+
+    archs = [{"model": "mlp", "model_options": {"hidden": []}},
+             {"model": "mlp", "model_options": {"hidden": [3]}}]
+    calls = []
+    real = LT.train
+
+    def spy(engine, params, opt_state, clients, *args, **kwargs):
+        calls.append((list(clients), kwargs["objective"] is not None, kwargs["path"]))
+        return real(engine, params, opt_state, clients, *args, **kwargs)
+
+    monkeypatch.setattr(LT, "train", spy)
+    out = {}
+    for mode in ("loop", "vmap"):
+        e, alg = _alg({"clusters": 2, "lam": 0.5}, architectures=archs,
+                      architecture_assignment="uniform", lr=0.2, client_training=mode)
+        state = alg.init()
+        losses = []
+        for rnd in (1, 2):
+            state, loss = alg.round(state, rnd)
+            losses.append(loss)
+        out[mode] = (state, np.stack(losses))
+    groups = [[k for k in range(6) if e.arch_of[k] == a] for a in (0, 1)]
+    assert all(groups)
+    # round 1 without centroids (no objective), round 2 distilling; one call per architecture
+    assert calls == [(g, has, mode) for mode in ("loop", "vmap") for has in (False, True)
+                     for g in groups]
+    (sv, lv), (sl, ll) = out["vmap"], out["loop"]
+    np.testing.assert_allclose(lv, ll, rtol=1e-5, atol=1e-6)
+    for k in range(6):
+        assert_params_close(sv["params"][k], sl["params"][k], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sv["centroids"], sl["centroids"], rtol=1e-4, atol=1e-5)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== scale:", "== pipeline:", "== gpu:",
+SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== methods:", "== scale:", "== pipeline:",
+            "== gpu:", "== gpu methods:",
             "== targets", "== correctness checks:")
 
 

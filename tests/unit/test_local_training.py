@@ -281,18 +281,30 @@ MULTI_CLIENT = [("fedavg", {}, "adam", "global"), ("fedprox", {"mu": 0.5}, "adam
            ("local", {}, "adam", "params"), ("scaffold", {}, "sgd", "global"),
            ("fedamp", {}, "adam", "params"), ("heurfedamp", {}, "adam", "params"),
            ("clustered_fl", {"eps1": 10.0, "eps2": 0.0, "warmup_rounds": 0}, "adam",
-            "models")]
+            "models"), ("apfl", {"alpha_lr": 0.5}, "adam", "personal"),
+           ("fedem", {"components": 2}, "adam", "components"),
+           ("per_fedavg", {"alpha": 0.2}, "adam", "global")]
 
 
 @pytest.mark.parametrize("name,params,opt,key", MULTI_CLIENT)
-def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, key):
+def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, key,
+                                                             monkeypatch):
     """client_training='vmap' gives the loop's rounds (to rounding); 'auto' on CPU loops."""
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
 
     cls = get_algorithm(name)
+    passes = []  # the method really trains through the vectorised path when asked
+    real_vmap = LT.train_vmap
+
+    def spy(*args, **kwargs):
+        passes.append(len(args[3]))
+        return real_vmap(*args, **kwargs)
+
+    monkeypatch.setattr(LT, "train_vmap", spy)
     states = {}
     for mode in ("loop", "vmap", "auto"):
+        passes.clear()
         e = make_engine(optimizer=opt, lr=0.05, client_training=mode)
         assert e.client_training == ("vmap" if mode == "vmap" else "loop")
         alg = cls(e, parse_hyper(cls, params))
@@ -301,6 +313,9 @@ def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, 
         for rnd in (1, 2):
             state, loss = alg.round(state, rnd)
             losses.append(loss)
+        assert (len(passes) > 0) == (mode == "vmap")
+        if mode == "vmap":  # all clients in one pass
+            assert max(passes) == e.num_clients
         states[mode] = (state, np.stack(losses))
     for mode in ("vmap", "auto"):
         state, losses = states[mode]
@@ -310,7 +325,8 @@ def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, 
                 assert torch.equal(state[key][n], ref_state[key][n])
             torch.testing.assert_close(state[key][n], ref_state[key][n], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
-        for extra in ("opt", "control", "client_control", "cluster", "xi"):
+        for extra in ("opt", "control", "client_control", "cluster", "xi", "personal_opt",
+                      "alpha", "pi"):
             if extra not in ref_state:
                 continue
             a, b = state[extra], ref_state[extra]

@@ -21,6 +21,12 @@ plain SGD step of size ``alpha_lr`` (no regulariser on α); v_i starts from the 
 model's initialisation; the reported training loss is the mixed model's (the one that
 is evaluated); the averaging is size-weighted (the paper averages uniformly over the
 sampled clients; the weights coincide for equal client sizes).
+
+Training path: the local update is the shared objective
+:class:`pflrepro.objectives.MixedPair` (w and v_i in one parameter dict, α_i in the
+optimiser state), trained by :meth:`pflrepro.engine.Engine.train` for all clients at
+once: the per-client loop on the CPU (the same arithmetic as this file's former own
+loop, byte for byte), vmapped on CUDA.
 """
 
 from __future__ import annotations
@@ -32,8 +38,16 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
+from pflrepro.objectives import (
+    MixedPair,
+    join_pair,
+    join_pair_states,
+    mix,
+    split_pair,
+    split_pair_states,
+)
 from pflrepro.optim import Params
-from pflrepro.params import put, stack, take, weighted_mean
+from pflrepro.params import stack, take, weighted_mean
 from pflrepro.results import MetricLog
 
 
@@ -52,11 +66,6 @@ class APFLHyper:
 
 #: Metric name of the logged mixing weights α_i (one row per client and round).
 ALPHA = "alpha"
-
-
-def mix(v: Params, w: Params, alpha: float) -> Params:
-    """The mixed model α v + (1 − α) w."""
-    return {k: alpha * v[k] + (1.0 - alpha) * w[k] for k in w}
 
 
 @register_algorithm
@@ -78,43 +87,32 @@ class APFL(Algorithm):
                 "personal_opt": {n: v.clone() for n, v in opt.items()},
                 "alpha": torch.full((k,), float(self.hp.alpha), dtype=torch.float64)}
 
+    def objective(self) -> MixedPair:
+        """The local update: w on its loss, v_i on the mixed model's, α_i learnt."""
+        return MixedPair(lr=float(self.hp.alpha_lr), adaptive=bool(self.hp.adaptive_alpha))
+
     def local_steps(self, w: Params, v: Params, alpha: float, client: int,
                     rnd: int, opt_w: Params, opt_v: Params
                     ) -> tuple[Params, Params, float, Params, Params, float]:
         """Client ``client``'s local steps; returns w, v, α, both optimiser states, loss."""
         e = self.engine
-        batches = e.minibatches(client, rnd, "local", e.steps_per_round(client))
-        total = 0.0
-        for idx in batches:
-            _, g_w = e.loss_and_grad(w, idx)
-            mixed = mix(v, w, alpha)
-            loss, g_bar = e.loss_and_grad(mixed, idx)
-            g_v = {k: alpha * g for k, g in g_bar.items()}
-            if self.hp.adaptive_alpha:
-                g_alpha = float(sum(torch.sum(g_bar[k] * (v[k] - w[k])) for k in w))
-                alpha = min(max(alpha - self.hp.alpha_lr * g_alpha, 0.0), 1.0)
-            w, opt_w = e.optimizer.step(w, g_w, opt_w)
-            v, opt_v = e.optimizer.step(v, g_v, opt_v)
-            total += loss
-        return w, v, alpha, opt_w, opt_v, total / len(batches)
+        state = join_pair_states(opt_w, opt_v, torch.tensor(float(alpha), dtype=torch.float64))
+        params, state, loss = e.train_client(join_pair(w, v), state, client, rnd,
+                                             objective=self.objective())
+        w, v = split_pair(params)
+        opt_w, opt_v, alpha_t = split_pair_states(state)
+        return w, v, float(alpha_t), opt_w, opt_v, loss
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Local w / v_i / α_i steps on every client; size-weighted average of the w."""
         e = self.engine
-        losses = np.full(e.num_clients, np.nan)
-        local = stack(state["global"], e.num_clients)
-
-        def client(k: int) -> None:
-            w, v, alpha, opt_w, opt_v, losses[k] = self.local_steps(
-                state["global"], take(state["personal"], k), float(state["alpha"][k]), k,
-                rnd, take(state["opt"], k), take(state["personal_opt"], k))
-            put(local, k, w)
-            put(state["personal"], k, v)
-            put(state["opt"], k, opt_w)
-            put(state["personal_opt"], k, opt_v)
-            state["alpha"][k] = alpha
-
-        e.threads.run_clients(client, range(e.num_clients))
+        clients = list(range(e.num_clients))
+        params = join_pair(stack(state["global"], e.num_clients), state["personal"])
+        opt = join_pair_states(state["opt"], state["personal_opt"], state["alpha"])
+        params, opt, losses = e.train(params, opt, clients, rnd, objective=self.objective())
+        local, state["personal"] = split_pair(params)
+        state["opt"], state["personal_opt"], alpha = split_pair_states(opt)
+        state["alpha"] = alpha.to(device="cpu", dtype=torch.float64)
         state["global"] = weighted_mean(local, e.train_sizes())
         # the global w goes down and up; the personal v_i and α_i stay on the client
         e.traffic.exchange(range(e.num_clients), up=e.model_size, down=e.model_size)

@@ -61,6 +61,15 @@ Choices where the paper or the reference is silent, or where this project deviat
 * clients keep their own optimiser state across rounds, as in :mod:`.fedavg`.
 
 With one architecture and ``server_steps: 0`` this is FedAvg exactly (same bits).
+
+Training path (issue 28): the clients' local training goes through
+:meth:`pflrepro.engine.Engine.train` (one call per architecture group). The server's
+distillation does not, by design: it trains one student per architecture (different
+parameter shapes, so no client dimension to stack or vectorise), for up to
+``server_steps`` steps of its own Adam at ``server_lr`` with a per-step cosine schedule,
+gradient clipping and early stopping that keeps the best model. That is a server-side
+optimisation of at most a few models per round, not the local training of many
+clients, so it stays this file's loop.
 """
 
 from __future__ import annotations

@@ -27,6 +27,12 @@ one optimiser state per (client, component) across rounds (the authors' clients 
 their learners' optimisers); π_i starts uniform (1/M), and a π_im that underflows to 0
 stays 0 (plain EM); the reported training loss of client i is Σ_m of the mean
 weighted M-step batch loss of component m (the q-weighted loss the M-step minimises).
+
+Training path: component m's M-step of every client is one call of
+:meth:`pflrepro.engine.Engine.train` with the per-sample weights q_s(m) as the shared
+objective :class:`pflrepro.objectives.SampleWeighted` (one weight row per client over
+the data set's rows): the per-client loop on the CPU (byte-identical to this file's
+former own loop), vmapped on CUDA.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.params import put, stack, take, weighted_mean
+from pflrepro.objectives import SampleWeighted
+from pflrepro.params import stack, take, weighted_mean
 from pflrepro.results import WEIGHT, MetricLog
 
 
@@ -100,37 +107,29 @@ class FedEM(Algorithm):
         e = self.engine
         m_all = self.hp.components
         comps = state["components"]
-        # local[name][m, k]: client k's component m after its M-step
-        local = {n: v.unsqueeze(1).repeat(1, e.num_clients, *([1] * (v.dim() - 1)))
-                 for n, v in comps.items()}
-        losses = np.full(e.num_clients, np.nan)
-
-        def client(k: int) -> None:
-            q = self.posteriors(state, k)
+        clients = list(range(e.num_clients))
+        # E-step with the current components, every client on the client threads
+        q_all = list(e.threads.map_clients(lambda k: self.posteriors(state, k), clients))
+        for k, q in enumerate(q_all):
             state["pi"][k] = q.mean(dim=0).cpu()
-            # position of each data row within client k's training set
-            pos = torch.full((len(e.data.x),), -1, dtype=torch.long, device=e.device)
-            pos[e.data.train[k]] = torch.arange(e.n_train(k), device=e.device)
-            opt_k = take(state["opt"], k)  # views: writes land in state["opt"]
-            total = 0.0
-            for m in range(m_all):
-                params, opt = take(comps, m), take(opt_k, m)
-                qm = q[:, m].to(torch.float32)
-                batches = e.minibatches(k, rnd, f"fedem_{m}", e.steps_per_round(k))
-                running = 0.0
-                for idx in batches:
-                    loss, grads = e.loss_and_grad(params, idx,
-                                                  sample_weight=qm[pos[idx]] / len(idx))
-                    params, opt = e.optimizer.step(params, grads, opt)
-                    running += loss
-                put(take(local, m), k, params)
-                put(opt_k, m, opt)
-                total += running / max(len(batches), 1)
-            losses[k] = total
-
-        e.threads.run_clients(client, range(e.num_clients))
+        losses = np.zeros(e.num_clients, dtype=np.float64)
+        local = []  # local[m]: every client's component m after its M-step (stacked)
+        for m in range(m_all):
+            # q_s(m) of client k's training samples, placed at their data rows
+            weights = torch.zeros(e.num_clients, len(e.data.x), dtype=torch.float32,
+                                  device=e.device)
+            for k, q in enumerate(q_all):
+                weights[k, e.data.train[k]] = q[:, m].to(device=e.device, dtype=torch.float32)
+            opt_m = {n: v[:, m] for n, v in state["opt"].items()}
+            params, opt_m, loss_m = e.train(
+                stack(take(comps, m), e.num_clients), opt_m, clients, rnd,
+                purpose=f"fedem_{m}", objective=SampleWeighted(weights, per_client=True))
+            for n, v in opt_m.items():
+                state["opt"][n][:, m] = v
+            local.append(params)
+            losses += loss_m
         sizes = e.train_sizes()
-        avg = [weighted_mean(take(local, m), sizes) for m in range(m_all)]
+        avg = [weighted_mean(local[m], sizes) for m in range(m_all)]
         state["components"] = {n: torch.stack([a[n] for a in avg]) for n in comps}
         # every client downloads the M components and uploads its M updated ones
         e.traffic.exchange(range(e.num_clients), up=m_all * e.model_size,

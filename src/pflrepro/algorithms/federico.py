@@ -58,6 +58,19 @@ paper's reading of M = 0); each client initialises its own model (decentralised;
 identical models would make the first weights uniform and the first greedy choices
 arbitrary); the M-step's gradient terms of the users are summed in the order of the
 clients.
+
+Training path (issue 28): the M-step does not yet go through
+:meth:`pflrepro.engine.Engine.train`; it is this file's own loop on the client
+threads, so on CUDA the K models train one after another. Why it does not fit the
+shared path as it stands: a step of model k sums c_ik-weighted gradients of *several
+clients'* batches, each drawn from user i's own seeded stream (seeded by i, not by
+k), over a set of users that differs from model to model, and with ``mstep: full``
+each user's batch is its whole training set in stored order. The shared path's
+objectives (:mod:`pflrepro.objectives`) draw their further streams from the trained
+client's own data only. Fitting it needs streams of other clients (a user dimension
+padded to the largest user count, coefficient 0, on the vmapped path) and a
+whole-set stream (a permuted full batch would sum its mean in another order and change
+the CPU runs' bits); the accumulation order over sorted users must stay as here.
 """
 
 from __future__ import annotations

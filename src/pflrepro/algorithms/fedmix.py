@@ -97,6 +97,19 @@ Choices where the paper's text is silent (ours, configurable where marked):
 * recorded every round: each client's mean gate p(z = k | x, θ_s) over its test inputs
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
   column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
+
+Training path (issue 28): the local steps do not yet go through
+:meth:`pflrepro.engine.Engine.train`; they are this file's own loop on the client
+threads. Why they do not fit the shared path as it stands: a client trains K experts
+and its gate *jointly*, and each step's per-expert sample weights are the
+responsibilities of that batch under all K experts and the gate at their current
+values (an E-step inside every step, coupling the models); an expert takes a step
+only when some weight of the batch is non-zero (a data-dependent skip, which keeps
+its optimiser state and step count unmoved), all-one weights take the unweighted
+mean (other bits than the weighted sum), and the gate takes its own step on its own
+gradient. Fitting it needs an objective over the joint (experts, gate) parameter
+dict, like :class:`pflrepro.objectives.MixedPair`, with the skip as a per-expert
+mask of the optimiser step, which the shared optimiser step masks per client only.
 """
 
 from __future__ import annotations

@@ -54,8 +54,11 @@ Choices where the paper is silent, or where this project differs from it:
   paper's experiments (again from memory); an ``hf`` step costs about twice an ``fo``
   step (one more batch and a double backward).
 
-Clients train one after the other on the engine's client threads (no vectorised
-path), as APFL does.
+Training path: the local MAML steps are the shared objective
+:class:`pflrepro.objectives.MAML` (the inner and Hessian batches as its extra seeded
+streams), trained by :meth:`pflrepro.engine.Engine.train` for the round's
+participants at once: the per-client loop on the CPU (byte-identical to this file's
+former own loop), vmapped on CUDA.
 """
 
 from __future__ import annotations
@@ -64,13 +67,13 @@ import dataclasses
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.func import functional_call
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
+from pflrepro.objectives import MAML
+from pflrepro.objectives import hessian_vector_product as _hvp
 from pflrepro.optim import OptState, Params
-from pflrepro.params import put, stack, take, weighted_mean
+from pflrepro.params import stack, weighted_mean
 
 #: Mini-batch stream of the inner step's batch D (temp = w − α ∇f(w; D)).
 INNER = "maml_inner"
@@ -131,17 +134,11 @@ class PerFedAvg(Algorithm):
         engine's model (the calling thread's instance), no finite differences.
         """
         e = self.engine
-        p = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-        leaves = list(p.values())
-        with torch.enable_grad():
-            out = functional_call(e.net, p, (e.data.x[idx],))
-            loss = F.cross_entropy(out, e.data.y[idx])
-            grads = torch.autograd.grad(loss, leaves, create_graph=True)
-            dot = torch.stack([(g * vector[k].detach()).sum()
-                               for k, g in zip(p, grads, strict=True)]).sum()
-            hv = torch.autograd.grad(dot, leaves, allow_unused=True)
-        return {k: torch.zeros_like(p[k]) if h is None else h.detach()
-                for k, h in zip(p, hv, strict=True)}
+        return _hvp(e.net, e.data.x[idx], e.data.y[idx], params, vector)
+
+    def objective(self) -> MAML:
+        """The local step: the MAML gradient of the configured variant."""
+        return MAML(float(self.hp.alpha), INNER, HESSIAN if self.hp.variant == HF else None)
 
     def meta_gradient(self, w: Params, inner: torch.Tensor, outer: torch.Tensor,
                       hessian: torch.Tensor | None) -> tuple[float, Params]:
@@ -150,32 +147,15 @@ class PerFedAvg(Algorithm):
         temp = w − α ∇f(w; D); the direction is ∇f(temp; D'), minus
         α ∇²f(w; D'') ∇f(temp; D') for the HF variant.
         """
-        e = self.engine
-        alpha = float(self.hp.alpha)
-        _, g = e.loss_and_grad(w, inner)
-        temp = {k: w[k] - alpha * g[k] for k in w}
-        loss, direction = e.loss_and_grad(temp, outer)
-        if hessian is not None:
-            hv = self.hessian_vector_product(w, hessian, direction)
-            direction = {k: direction[k] - alpha * hv[k] for k in direction}
-        return loss, direction
+        extra = [inner] if hessian is None else [inner, hessian]
+        objective = MAML(float(self.hp.alpha), INNER, None if hessian is None else HESSIAN)
+        return objective.loss_and_grad(self.engine, w, outer, {}, extra)
 
     def local_steps(self, w: Params, opt: OptState, client: int, rnd: int
                     ) -> tuple[Params, OptState, float]:
         """Client ``client``'s τ MAML steps from ``w``; new w, optimiser state, mean loss."""
-        e = self.engine
-        steps = e.steps_per_round(client)
-        inner = e.minibatches(client, rnd, INNER, steps)
-        outer = e.minibatches(client, rnd, OUTER, steps)
-        hessian: list[torch.Tensor | None] = (
-            list(e.minibatches(client, rnd, HESSIAN, steps)) if self.hp.variant == HF
-            else [None] * steps)
-        total = 0.0
-        for d, d_outer, d_hessian in zip(inner, outer, hessian, strict=True):
-            loss, direction = self.meta_gradient(w, d, d_outer, d_hessian)
-            w, opt = e.optimizer.step(w, direction, opt)
-            total += loss
-        return w, opt, total / max(steps, 1)
+        return self.engine.train_client(w, opt, client, rnd, OUTER,
+                                        objective=self.objective())
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """The round's participants take MAML steps from the global model; the server averages.
@@ -186,16 +166,11 @@ class PerFedAvg(Algorithm):
         e = self.engine
         chosen = e.participants(rnd)
         losses = np.full(e.num_clients, np.nan)
-        local = stack(state["global"], len(chosen))
-
-        def client(i: int) -> None:
-            k = chosen[i]
-            w, opt, losses[k] = self.local_steps(state["global"], take(state["opt"], k),
-                                                 k, rnd)
-            put(local, i, w)
-            put(state["opt"], k, opt)
-
-        e.threads.run_clients(client, range(len(chosen)))
+        opt = {n: v[chosen] for n, v in state["opt"].items()}
+        local, opt, losses[chosen] = e.train(stack(state["global"], len(chosen)), opt, chosen,
+                                             rnd, OUTER, objective=self.objective())
+        for n, v in opt.items():
+            state["opt"][n][chosen] = v
         sizes = e.train_sizes()[chosen]
         weights = torch.ones_like(sizes) if self.hp.aggregation == UNIFORM else sizes
         state["global"] = weighted_mean(local, weights)

@@ -33,6 +33,12 @@ Choices where the text is silent (and this project's issue specifies):
   clients would; k-means: ``n_init=10``, seeded by (seed, round);
 * sampling is uniform (the text's p_k is not given);
 * c ≤ m is required (k-means cannot make more clusters than points).
+
+Training path: the local steps are the shared objective
+:class:`pflrepro.objectives.Distill` (the public batch its extra seeded stream, each
+client's centroid its target), trained by :meth:`pflrepro.engine.Engine.train` once
+per architecture for the round's participants of that architecture: the per-client
+loop on the CPU (byte-identical to this file's former own loop), vmapped on CUDA.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
+from pflrepro.objectives import Distill
 from pflrepro.optim import OptState, Params
+from pflrepro.params import take
 from pflrepro.seeding import NO_CLIENT, derive_seed
 
 
@@ -136,22 +144,15 @@ class PerFedCKT(Algorithm):
                      target: torch.Tensor | None) -> tuple[Params, OptState, float]:
         """τ steps on F_k + λ·KL(target ‖ s(w, ·)); without a target: plain local steps."""
         e = self.engine
-        if target is None or self.hp.lam == 0:
-            return e.train_client(params, opt, client, rnd)
-        assert e.data.public is not None
-        steps = e.steps_per_round(client)
-        private = e.minibatches(client, rnd, "local", steps)
-        public = self.public_batches(client, rnd, steps)
-        work = {k: v.detach().clone() for k, v in params.items()}
-        opt = {k: v.clone() for k, v in opt.items()}
-        total = 0.0
-        for idx, rows in zip(private, public, strict=True):
-            loss, grads = e.loss_and_grad(work, idx)
-            _, distill = e.distill_loss_and_grad(work, e.data.public[rows], target[rows])
-            grads = {k: g + self.hp.lam * distill[k] for k, g in grads.items()}
-            e.optimizer.step_(work, grads, opt)
-            total += loss
-        return work, opt, total / max(len(private), 1)
+        return e.train_client(params, opt, client, rnd, objective=self.objective(target))
+
+    def objective(self, targets: torch.Tensor | None, per_client: bool = False
+                  ) -> Distill | None:
+        """The distillation objective towards ``targets`` (None: plain local steps)."""
+        if targets is None or self.hp.lam == 0:
+            return None
+        return Distill(targets, float(self.hp.lam), "public", self.hp.public_batch or None,
+                       per_client=per_client)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Sampled clients distill towards their nearest centroid, then k-means anew."""
@@ -164,21 +165,30 @@ class PerFedCKT(Algorithm):
         if has:  # the sampled clients receive the centroids
             e.traffic.send_down(chosen, self.hp.clusters * numbers)
         losses = np.full(e.num_clients, np.nan)
-        sent = torch.empty(len(chosen), len(e.data.public), e.data.num_classes,
-                           device=e.device)
 
-        def client(i: int) -> None:
-            k = chosen[i]
-            params = state["params"][k]
-            target = None
-            if has:  # eq. 4: the centroid nearest to its current soft decisions
-                target = centroids[nearest(centroids, self.soft_decisions(params))]
-            new, opt, losses[k] = self.local_update(params, state["opt"][k], k, rnd, target)
-            state["params"][k] = new
-            state["opt"][k] = opt
-            sent[i] = self.soft_decisions(new)
+        def target(k: int) -> torch.Tensor:
+            # eq. 4: the centroid nearest to its current soft decisions
+            return centroids[nearest(centroids, self.soft_decisions(state["params"][k]))]
 
-        e.threads.run_clients(client, range(len(chosen)))
+        targets = list(e.threads.map_clients(target, chosen)) if has else None
+        # one training call per architecture (a call trains stacked models of one shape)
+        for arch in sorted({e.arch_of[k] for k in chosen}):
+            pos = [i for i, k in enumerate(chosen) if e.arch_of[k] == arch]
+            group = [chosen[i] for i in pos]
+            params = {n: torch.stack([state["params"][k][n] for k in group])
+                      for n in state["params"][group[0]]}
+            opt = {n: torch.stack([state["opt"][k][n] for k in group])
+                   for n in state["opt"][group[0]]}
+            objective = None if targets is None else self.objective(
+                torch.stack([targets[i] for i in pos]), per_client=True)
+            params, opt, group_losses = e.train(params, opt, group, rnd, objective=objective)
+            for i, k in enumerate(group):
+                # copies, not views of the stack (a checkpoint stores each client's own)
+                state["params"][k] = {n: v.clone() for n, v in take(params, i).items()}
+                state["opt"][k] = {n: v.clone() for n, v in take(opt, i).items()}
+                losses[k] = group_losses[i]
+        sent = torch.stack(list(e.threads.map_clients(
+            lambda k: self.soft_decisions(state["params"][k]), chosen)))
         e.traffic.send_up(chosen, numbers)  # each sends its new soft decisions
         seed = derive_seed(e.seed, rnd, NO_CLIENT, "kmeans")
         new_centroids, _ = cluster_soft_decisions(sent, self.hp.clusters, seed)

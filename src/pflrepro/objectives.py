@@ -1,0 +1,479 @@
+"""Objectives: what a local step differentiates when it is not the plain mean loss.
+
+Local training (:mod:`pflrepro.local_training`) draws the mini-batches, adds the
+gradient terms (:mod:`pflrepro.terms`), steps the optimiser and masks padded steps;
+an objective decides the loss and gradient of one step. Without one, a step's loss is
+the mean cross-entropy of the batch. An objective gives that computation twice, with
+the same meaning:
+
+* :meth:`Objective.loss_and_grad`: one client, one batch (the loop path); its
+  arithmetic is the one the method used before it moved onto the shared path, so the
+  CPU runs stay byte-identical;
+* :meth:`Objective.stacked_loss_and_grad`: every client of a vectorised pass at once
+  (``torch.func.vmap`` over the client dimension), equal to the loop's up to float
+  rounding (tested in ``tests/unit/test_objectives.py``).
+
+Like a term, an objective is data, given once for every client or per client
+(stacked, row ``i`` for the ``i``-th trained client). An objective that keeps a
+per-client quantity across steps (APFL's α) keeps it in the optimiser state under a
+key ``obj.<name>``: it is then stacked, taken per client, masked on padded steps and
+handed back like the optimiser's own state, and the optimiser never touches it.
+
+Kinds: :class:`SampleWeighted` (per-sample weights on the data loss: FedEM's
+responsibilities) and :class:`MixedPair` (a model trained beside a personal model
+whose loss is that of their parameter mixture, the mixing weight learnt: APFL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, grad_and_value, vjp, vmap
+
+from pflrepro.optim import OptState, Params
+
+if TYPE_CHECKING:
+    from pflrepro.engine import Engine
+
+__all__ = ["BASE", "MAML", "MIXED", "Distill", "MixedPair", "Objective", "SampleWeighted",
+           "Stream", "join_pair", "split_pair"]
+
+#: A padded batch of a further stream in a vectorised pass: ``(index, x, y, mask, count)``.
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A further seeded mini-batch stream of an objective (see :attr:`Objective.streams`).
+
+    ``public``: batches are row indices of the public set (``engine.data.public``), not
+    of the data set; else the client's training rows (or the call's pool).
+    ``batch_size``: None for ``training.batch_size`` (capped by the pool's size).
+    """
+
+    purpose: str
+    public: bool = False
+    batch_size: int | None = None
+
+
+class Objective(ABC):
+    """The loss and gradient of one local step (see the module docstring)."""
+
+    #: Whether the objective's tensors carry a leading client dimension.
+    per_client: bool
+    #: Further mini-batch streams a step draws a batch from, besides the training
+    #: call's own (Per-FedAvg's inner and Hessian batches, PerFed-CKT's public batch):
+    #: seeded like it by (seed, round, client, purpose), as many steps.
+    streams: tuple[Stream, ...] = ()
+
+    @abstractmethod
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """One client's reported loss and gradient on samples ``idx`` (loop path).
+
+        ``state`` is the client's optimiser state; the objective may update its own
+        ``obj.*`` entries in place. ``extra``: this step's batch of each of
+        :attr:`streams`.
+        """
+
+    @abstractmethod
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """Every client's loss (C,) and gradient at once (vectorised path).
+
+        ``x``, ``y``, ``mask`` (C, B, ...): the padded batches, ``count`` (C,) their real
+        sizes, ``idx`` (C, B) their data rows; ``active`` (C,) bool or None (all):
+        clients whose step is real. ``obj.*`` state of inactive clients must not move.
+        ``extra``: per stream of :attr:`streams`, this step's padded batch
+        ``(index, x, y, mask, count)`` (``y`` zeros for the label-less public set).
+        """
+
+    @abstractmethod
+    def row(self, i: int) -> Objective:
+        """The objective of the ``i``-th trained client alone (itself if shared)."""
+
+    @abstractmethod
+    def stacked(self, params: Params) -> Objective:
+        """The objective with a client dimension like stacked ``params``."""
+
+    @abstractmethod
+    def rows(self, a: int, b: int) -> Objective:
+        """The objective of trained clients ``a..b-1`` (stacked objectives only)."""
+
+
+def masked_ce(model: nn.Module, p: Params, x: torch.Tensor, y: torch.Tensor,
+              m: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """One client's padded-batch loss: Σ mask · ℓ / n (the loop's mean over real samples)."""
+    out = functional_call(model, p, (x,))
+    return (F.cross_entropy(out, y, reduction="none") * m).sum() / n
+
+
+def _vmapped_grad(loss: Callable[..., torch.Tensor], argnums: int | tuple[int, ...] = 0,
+                  has_aux: bool = False) -> Callable[..., object]:
+    return vmap(grad_and_value(loss, argnums=argnums, has_aux=has_aux))
+
+
+@dataclass(frozen=True)
+class SampleWeighted(Objective):
+    """``Σ_s weight_s · ℓ_s / |batch|``: the batch's cross-entropy, each sample weighted.
+
+    ``weights`` has one entry per row of the data set (``engine.data.x``), or one row of
+    those per client when ``per_client``; a client's batch uses the entries of its
+    samples' rows. With all weights 1 it is the plain mean loss. FedEM's M-step for
+    component m: weight_s = q_s(m), the sample's responsibility (Marfoq et al. 2021).
+    """
+
+    weights: torch.Tensor
+    per_client: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", self.weights.detach())
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """The engine's weighted loss with weights ``weight[idx] / len(idx)``."""
+        return engine.loss_and_grad(params, idx, sample_weight=self.weights[idx] / len(idx))
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """Padding has mask 0; the sum is divided by the real batch size."""
+        weight = torch.gather(self.weights, 1, idx) * mask
+
+        def batch_loss(p: Params, x_: torch.Tensor, y_: torch.Tensor, w: torch.Tensor,
+                       n: torch.Tensor) -> torch.Tensor:
+            out = functional_call(model, p, (x_,))
+            return (F.cross_entropy(out, y_, reduction="none") * w).sum() / n
+
+        grads, loss = _vmapped_grad(batch_loss)(params, x, y, weight, count)
+        return loss, grads
+
+    def row(self, i: int) -> SampleWeighted:
+        """Client ``i``'s weights (a view) or the shared ones."""
+        return SampleWeighted(self.weights[i]) if self.per_client else self
+
+    def stacked(self, params: Params) -> SampleWeighted:
+        """The weights with a client dimension (broadcast if shared)."""
+        if self.per_client:
+            return self
+        c = next(iter(params.values())).shape[0]
+        return SampleWeighted(self.weights.unsqueeze(0).expand(c, -1), per_client=True)
+
+    def rows(self, a: int, b: int) -> SampleWeighted:
+        """Trained clients ``a..b-1``."""
+        return SampleWeighted(self.weights[a:b], per_client=True)
+
+
+#: Key prefixes of the two models of a :class:`MixedPair` in one parameter dict.
+BASE, MIXED = "base.", "mixed."
+#: The optimiser-state key of a :class:`MixedPair`'s mixing weight.
+ALPHA_KEY = "obj.alpha"
+
+
+def join_pair(base: Params, mixed: Params) -> Params:
+    """One parameter dict of the two models of a :class:`MixedPair`."""
+    return {**{BASE + k: v for k, v in base.items()}, **{MIXED + k: v for k, v in mixed.items()}}
+
+
+def split_pair(params: Params) -> tuple[Params, Params]:
+    """The two models of a :class:`MixedPair`'s parameter dict (``base``, ``mixed``)."""
+    return ({k[len(BASE):]: v for k, v in params.items() if k.startswith(BASE)},
+            {k[len(MIXED):]: v for k, v in params.items() if k.startswith(MIXED)})
+
+
+def join_pair_states(base: OptState, mixed: OptState, alpha: torch.Tensor) -> OptState:
+    """One optimiser state for a :class:`MixedPair` (both models take every step).
+
+    The two step counts must agree (both models step together); ``alpha`` is the
+    mixing weight (float64), one per client when stacked.
+    """
+    if not torch.equal(base["step"], mixed["step"]):
+        raise ValueError("the two models' optimiser step counts differ")
+    out: OptState = {"step": base["step"]}
+    for prefix, state in ((BASE, base), (MIXED, mixed)):
+        for key, value in state.items():
+            if key != "step":
+                slot, name = key.split(".", 1)
+                out[f"{slot}.{prefix}{name}"] = value
+    out[ALPHA_KEY] = alpha
+    return out
+
+
+def split_pair_states(state: OptState) -> tuple[OptState, OptState, torch.Tensor]:
+    """Inverse of :func:`join_pair_states`: the two states and the mixing weight."""
+    base: OptState = {"step": state["step"]}
+    mixed: OptState = {"step": state["step"].clone()}
+    for key, value in state.items():
+        if key in ("step", ALPHA_KEY):
+            continue
+        slot, name = key.split(".", 1)
+        if name.startswith(BASE):
+            base[f"{slot}.{name[len(BASE):]}"] = value
+        else:
+            mixed[f"{slot}.{name[len(MIXED):]}"] = value
+    return base, mixed, state[ALPHA_KEY]
+
+
+def mix(v: Params, w: Params, alpha: float | torch.Tensor) -> Params:
+    """The parameter mixture α v + (1 − α) w."""
+    return {k: alpha * v[k] + (1.0 - alpha) * w[k] for k in w}
+
+
+@dataclass(frozen=True)
+class MixedPair(Objective):
+    """A base model w on its own loss, a model v on the loss of α v + (1 − α) w.
+
+    Parameters are one dict holding both (:func:`join_pair`), α a float64 per client
+    in the optimiser state (:func:`join_pair_states`). The step's gradient is
+    ``∇f(w)`` for w and ``α ∇f(v̄)`` for v, v̄ = α v + (1 − α) w (the gradient of
+    ``f(w) + f(α v + (1 − α) sg(w))``, sg: no gradient); with ``adaptive`` α moves by a
+    plain SGD step ``α ← clip[0,1](α − lr · ⟨∇f(v̄), v − w⟩)`` from the pre-step values
+    (all three from the same batch). The reported loss is the mixed model's.
+    APFL's local update (Deng et al. 2020, Algorithm 1).
+    """
+
+    lr: float
+    adaptive: bool = True
+    per_client: bool = False
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """Two engine passes (w, then v̄); α updated in ``state`` after both."""
+        w, v = split_pair(params)
+        alpha = float(state[ALPHA_KEY])
+        _, g_w = engine.loss_and_grad(w, idx)
+        loss, g_bar = engine.loss_and_grad(mix(v, w, alpha), idx)
+        g_v = {k: alpha * g for k, g in g_bar.items()}
+        if self.adaptive:
+            g_alpha = float(sum(torch.sum(g_bar[k] * (v[k] - w[k])) for k in w))
+            state[ALPHA_KEY].fill_(min(max(alpha - self.lr * g_alpha, 0.0), 1.0))
+        return loss, join_pair(g_w, g_v)
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass differentiating ``f(w) + f(v̄)`` in w, v and α."""
+        alpha = state[ALPHA_KEY]
+
+        def ce(p: Params, x_: torch.Tensor, y_: torch.Tensor, m: torch.Tensor,
+               n: torch.Tensor) -> torch.Tensor:
+            return masked_ce(model, p, x_, y_, m, n)
+
+        def pair_loss(p: Params, a: torch.Tensor, x_: torch.Tensor, y_: torch.Tensor,
+                      m: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            w, v = split_pair(p)
+            a32 = a.to(next(iter(w.values())).dtype)
+            bar = mix(v, {k: t.detach() for k, t in w.items()}, a32)
+            mixed = ce(bar, x_, y_, m, n)
+            return ce(w, x_, y_, m, n) + mixed, mixed.detach()
+
+        (grads, g_alpha), (_, loss) = _vmapped_grad(pair_loss, argnums=(0, 1), has_aux=True)(
+            params, alpha, x, y, mask, count)
+        if self.adaptive:
+            new = (alpha - self.lr * g_alpha.to(alpha.dtype)).clamp(0.0, 1.0)
+            alpha.copy_(new if active is None else torch.where(active, new, alpha))
+        return loss, grads
+
+    def row(self, i: int) -> MixedPair:
+        """The same objective (α lives in the client's optimiser state)."""
+        return self
+
+    def stacked(self, params: Params) -> MixedPair:
+        """The same objective (α lives in the stacked optimiser state)."""
+        return self
+
+    def rows(self, a: int, b: int) -> MixedPair:
+        """The same objective."""
+        return self
+
+
+def hessian_vector_product(net: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                           params: Params, vector: Params) -> Params:
+    """∇²f(params) · vector, f the mean cross-entropy of ``net`` on (x, y), exactly.
+
+    The gradient of ⟨∇f(params), vector⟩ by double backward; no finite differences.
+    """
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+    leaves = list(p.values())
+    with torch.enable_grad():
+        out = functional_call(net, p, (x,))
+        loss = F.cross_entropy(out, y)
+        grads = torch.autograd.grad(loss, leaves, create_graph=True)
+        dot = torch.stack([(g * vector[k].detach()).sum()
+                           for k, g in zip(p, grads, strict=True)]).sum()
+        hv = torch.autograd.grad(dot, leaves, allow_unused=True)
+    return {k: torch.zeros_like(p[k]) if h is None else h.detach()
+            for k, h in zip(p, hv, strict=True)}
+
+
+@dataclass(frozen=True)
+class MAML(Objective):
+    """The stochastic gradient of the MAML loss f(w − α ∇f(w; D); D').
+
+    D' is the training call's own batch, D the batch of stream ``inner`` and, with
+    ``hessian`` set, D'' that of stream ``hessian``. The step direction is
+    ``∇f(temp; D')``, temp = w − α ∇f(w; D) (first order), minus
+    ``α ∇²f(w; D'') ∇f(temp; D')`` with ``hessian`` (an exact Hessian-vector product,
+    double backward). The reported loss is f(temp; D'). Per-FedAvg's local step
+    (Fallah et al. 2020, Algorithm 1: FO and HF variants).
+    """
+
+    alpha: float
+    inner: str
+    hessian: str | None = None
+    per_client: bool = False
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The inner batch's stream, then the Hessian batch's (if any)."""
+        names = (self.inner,) if self.hessian is None else (self.inner, self.hessian)
+        return tuple(Stream(n) for n in names)
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """Engine passes: ∇f(w; D), then f and ∇f at temp on D', then the HVP on D''."""
+        alpha = float(self.alpha)
+        _, g = engine.loss_and_grad(params, extra[0])
+        temp = {k: params[k] - alpha * g[k] for k in params}
+        loss, direction = engine.loss_and_grad(temp, idx)
+        if self.hessian is not None:
+            d2 = extra[1]
+            hv = hessian_vector_product(engine.net_for(params), engine.data.x[d2],
+                                        engine.data.y[d2], params, direction)
+            direction = {k: direction[k] - alpha * hv[k] for k in direction}
+        return loss, direction
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass: inner gradient, outer gradient, and the HVP by vjp."""
+        alpha = float(self.alpha)
+        use_hessian = self.hessian is not None
+
+        def f(p: Params, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+            return masked_ce(model, p, *batch)
+
+        def one(p: Params, outer: tuple[torch.Tensor, ...], inner: tuple[torch.Tensor, ...],
+                *rest: tuple[torch.Tensor, ...]) -> tuple[Params, torch.Tensor]:
+            g = grad(f)(p, inner)
+            temp = {k: p[k] - alpha * g[k] for k in p}
+            direction, loss = grad_and_value(f)(temp, outer)
+            if use_hessian:
+                _, hvp = vjp(lambda q: grad(f)(q, rest[0]), p)
+                (hv,) = hvp(direction)
+                direction = {k: direction[k] - alpha * hv[k] for k in direction}
+            return direction, loss
+
+        grads, loss = vmap(one)(params, (x, y, mask, count), *[b[1:] for b in extra])
+        return loss, grads
+
+    def row(self, i: int) -> MAML:
+        """The same objective (nothing per client)."""
+        return self
+
+    def stacked(self, params: Params) -> MAML:
+        """The same objective."""
+        return self
+
+    def rows(self, a: int, b: int) -> MAML:
+        """The same objective."""
+        return self
+
+
+@dataclass(frozen=True)
+class Distill(Objective):
+    """The batch's mean cross-entropy plus ``lam`` × the mean KL(target ‖ s(w, x)) on P.
+
+    Each step also draws a batch of rows of the public set P (stream ``purpose``, rows
+    of ``batch_size`` or ``training.batch_size``); ``targets`` (|P|, N) holds a
+    probability vector per public row, or one such matrix per client when
+    ``per_client``. Only the cross-entropy part −Σ target · log s(w, x) of the KL carries
+    gradient. The reported loss is the private batch's. PerFed-CKT's local step
+    (Cho et al. 2021, eq. 2) towards the nearest centroid.
+    """
+
+    targets: torch.Tensor
+    lam: float
+    purpose: str = "public"
+    batch_size: int | None = None
+    per_client: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", self.targets.detach())
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The public batch's stream."""
+        return (Stream(self.purpose, public=True, batch_size=self.batch_size),)
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """The engine's private pass, then its distillation pass on the public rows."""
+        assert engine.data.public is not None
+        rows = extra[0]
+        loss, grads = engine.loss_and_grad(params, idx)
+        _, distill = engine.distill_loss_and_grad(params, engine.data.public[rows],
+                                                  self.targets[rows])
+        return loss, {k: g + self.lam * distill[k] for k, g in grads.items()}
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass of both losses; padding carries mask 0 in each."""
+        rows, x_pub, _, m_pub, n_pub = extra[0]
+        target = torch.gather(self.targets, 1, rows.unsqueeze(-1).expand(
+            -1, -1, self.targets.shape[-1]))
+        lam = float(self.lam)
+
+        def both(p: Params, x_: torch.Tensor, y_: torch.Tensor, m: torch.Tensor,
+                 n: torch.Tensor, xp: torch.Tensor, t: torch.Tensor, mp: torch.Tensor,
+                 np_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            private = masked_ce(model, p, x_, y_, m, n)
+            log_q = functional_call(model, p, (xp,)).log_softmax(dim=-1)
+            cross = (-(t * log_q).sum(dim=-1) * mp).sum() / np_
+            return private + lam * cross, private.detach()
+
+        grads, (_, loss) = _vmapped_grad(both, has_aux=True)(
+            params, x, y, mask, count, x_pub, target, m_pub, n_pub)
+        return loss, grads
+
+    def row(self, i: int) -> Distill:
+        """Client ``i``'s targets (a view) or the shared ones."""
+        if not self.per_client:
+            return self
+        return dataclasses.replace(self, targets=self.targets[i], per_client=False)
+
+    def stacked(self, params: Params) -> Distill:
+        """The targets with a client dimension (broadcast if shared)."""
+        if self.per_client:
+            return self
+        c = next(iter(params.values())).shape[0]
+        return dataclasses.replace(self, targets=self.targets.unsqueeze(0).expand(c, -1, -1),
+                                   per_client=True)
+
+    def rows(self, a: int, b: int) -> Distill:
+        """Trained clients ``a..b-1``."""
+        return dataclasses.replace(self, targets=self.targets[a:b])
