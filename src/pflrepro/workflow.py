@@ -4,7 +4,8 @@ The rule files call these functions and hold no logic of their own. Every path
 pattern lives here once, as a constant the rules use for their inputs, outputs and
 benchmarks (:func:`pattern` fills a pattern's fixed parts, e.g. a figure's ``ext``, and
 leaves its wildcards). Log paths are written in the rules: each belongs to one rule and
-nothing else reads it.
+nothing else reads it (the plot rules, made in a loop, take theirs from
+:data:`FIGURE_LOG`).
 """
 
 from __future__ import annotations
