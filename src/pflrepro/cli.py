@@ -8,7 +8,7 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro aggregate --out AGG.parquet RUN.parquet ...
     pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
     pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
-    pflrepro plot      accuracy|weights|clusters|... --aggregate AGG.parquet --pdf F.pdf --png F.png
+    pflrepro plot      KIND --aggregate AGG.parquet --pdf F.pdf --png F.png  (KIND: plot -h)
     pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
     pflrepro claims    --claims config/claims.yaml --scale cpu --aggregate AGG.parquet ...
                        --config config.yaml (or --design JSON) --md C.md --csv C.csv
@@ -306,65 +306,24 @@ def _communication(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    needed = ("data", "partition") if args.kind == "labels" else ("aggregate",)
+    from pflrepro.reporting.figures.kinds import OPTIONS, figure_kind
+
+    kind = figure_kind(args.kind)
+    needed = ("data", "partition") if kind.input == "partition" else ("aggregate",)
     missing = [f"--{n}" for n in needed if getattr(args, n) is None]
     if missing:
         raise ValueError(f"plot {args.kind} needs {' '.join(missing)}")
-    if args.kind == "labels":
-        from pflrepro.reporting.figures.labels import plot_label_distribution
-
+    given = {"methods": args.methods or None, "method": args.method, "client": args.client,
+             "title": args.title,
+             "names": {int(k): str(v) for k, v in json.loads(args.names or "{}").items()}}
+    options = {OPTIONS[o][0]: given[o] for o in kind.options}
+    if kind.input == "partition":
         frame, labels, num_classes = _partition_labels(args.data, args.partition)
-        plot_label_distribution(frame, labels, num_classes, args.pdf, args.png,
-                                title=args.title)
+        kind.function()(frame, labels, num_classes, args.pdf, args.png, **options)
         return
     agg = _read_aggregates(args.aggregate)
     labels, _ = _labels(args.labels)
-    order = args.methods or None
-    if args.kind == "accuracy":
-        from pflrepro.reporting.figures.accuracy import plot_accuracy_vs_round
-
-        plot_accuracy_vs_round(agg, args.pdf, args.png, methods_order=order, labels=labels)
-    elif args.kind == "weights":
-        from pflrepro.reporting.figures.weights import plot_client_weights
-
-        plot_client_weights(agg, args.pdf, args.png, method=args.method, labels=labels)
-    elif args.kind == "client-accuracy":
-        from pflrepro.reporting.figures.client_accuracy import plot_client_accuracy
-
-        plot_client_accuracy(agg, args.pdf, args.png, client=args.client, methods_order=order,
-                             labels=labels)
-    elif args.kind == "client-weights":
-        from pflrepro.reporting.figures.client_weights import plot_client_weights_over_rounds
-
-        plot_client_weights_over_rounds(agg, args.pdf, args.png, client=args.client,
-                                        methods_order=order, labels=labels)
-    elif args.kind == "distances":
-        from pflrepro.reporting.figures.distances import plot_distances
-
-        plot_distances(agg, args.pdf, args.png, methods_order=order, labels=labels)
-    elif args.kind == "communication":
-        from pflrepro.reporting.figures.communication import plot_communication
-
-        plot_communication(agg, args.pdf, args.png, methods_order=order, labels=labels)
-    elif args.kind == "architectures":
-        from pflrepro.reporting.figures.architectures import plot_architectures
-
-        names = {int(k): str(v) for k, v in json.loads(args.names or "{}").items()}
-        plot_architectures(agg, args.pdf, args.png, names=names, labels=labels)
-    elif args.kind == "clusters":
-        from pflrepro.reporting.figures.clusters import plot_clusters
-
-        plot_clusters(agg, args.pdf, args.png, method=args.method, labels=labels)
-    elif args.kind == "gates":
-        from pflrepro.reporting.figures.gates import plot_gate_mass
-
-        plot_gate_mass(agg, args.pdf, args.png, method=args.method, labels=labels)
-    elif args.kind == "posterior":
-        from pflrepro.reporting.figures.posterior import plot_expert_posterior
-
-        plot_expert_posterior(agg, args.pdf, args.png, method=args.method, labels=labels)
-    else:  # argparse restricts the choices; kept for type checkers
-        raise ValueError(f"unknown plot kind {args.kind!r}")
+    kind.function()(agg, args.pdf, args.png, labels=labels, **options)
 
 
 def _claims(args: argparse.Namespace) -> None:
@@ -608,24 +567,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", required=True, help="summary table")
     p.set_defaults(func=_partition_stats)
 
+    from pflrepro.reporting.figures.kinds import KINDS, OPTIONS
+
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
-    p.add_argument("kind", choices=["accuracy", "weights", "client-accuracy",
-                                    "client-weights", "distances", "clusters", "labels",
-                                    "communication", "architectures", "gates",
-                                    "posterior"])
+    p.add_argument("kind", choices=list(KINDS), help="the figure kind (one module of "
+                   "pflrepro.reporting.figures each)")
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
-    p.add_argument("--client", type=int, default=0, help="client of the client-* figures")
     p.add_argument("--data", help="prepared data set (labels)")
     p.add_argument("--partition", help="partition file (labels)")
-    p.add_argument("--title", help="figure title (for 'labels')")
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
+
+    def kinds_with(option: str) -> str:
+        return ", ".join(k.name for k in KINDS.values() if option in k.options)
+
+    p.add_argument("--client", type=int, default=0,
+                   help=f"{OPTIONS['client'][1]} ({kinds_with('client')})")
+    p.add_argument("--title", help=f"{OPTIONS['title'][1]} ({kinds_with('title')})")
     p.add_argument("--method", default="federico",
-                   help="method whose weights (weights), cluster ids (clusters), gate "
-                   "masses (gates) or q(z|y) (posterior) to draw")
-    p.add_argument("--methods", nargs="*", help="legend order")
-    p.add_argument("--names", help='architectures: JSON {index: name} for the legend')
+                   help=f"{OPTIONS['method'][1]} ({kinds_with('method')})")
+    p.add_argument("--methods", nargs="*",
+                   help=f"{OPTIONS['methods'][1]} ({kinds_with('methods')})")
+    p.add_argument("--names", help=f"{OPTIONS['names'][1]} ({kinds_with('names')})")
     p.set_defaults(func=_plot)
 
     p = sub.add_parser("claims", help="check the papers' claims against aggregates")

@@ -24,11 +24,13 @@ from pflrepro.codedigest import code_digest
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
+from pflrepro.reporting.figures.kinds import entries as figure_entries
 from pflrepro.training import TrainingConfig
 
 SCALES = ("paper", "cpu")
-FIGURE_KINDS = ("accuracy", "weights", "client_accuracy", "client_weights", "distances",
-                "communication", "architectures")
+#: The entries an experiment's ``figures`` list may hold (each figure module declares
+#: its kind: :mod:`pflrepro.reporting.figures.kinds`).
+FIGURE_KINDS = figure_entries()
 TABLE_METRICS = ("weighted_final", "mean_bmta")
 #: How an experiment combines its split seeds and training seeds (see
 #: :meth:`ExperimentConfig.seed_pairs`).

@@ -70,6 +70,11 @@ DIVERGED = "diverged"
 #: Scalars a client sent (up) and received (down) in a round (:mod:`pflrepro.communication`).
 COMM_UP = "comm_up"
 COMM_DOWN = "comm_down"
+#: FedMix: each client's mean gate over its test inputs (client s, peer = expert k).
+GATE_MASS = "gate_mass"
+#: FedMix: the global q(z = k | y = c) (the ``client`` column holds the class c, ``peer``
+#: the expert k).
+EXPERT_POSTERIOR = "expert_posterior"
 
 
 @dataclass

@@ -4,7 +4,8 @@ The rule files call these functions and hold no logic of their own. Every path
 pattern lives here once, as a constant the rules use for their inputs, outputs and
 benchmarks (:func:`pattern` fills a pattern's fixed parts, e.g. a figure's ``ext``, and
 leaves its wildcards). Log paths are written in the rules: each belongs to one rule and
-nothing else reads it.
+nothing else reads it (the plot rules, made in a loop, take theirs from
+:data:`FIGURE_LOG`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from pflrepro.codedigest import partition_code_digest
 from pflrepro.config import RunKey, WorkflowConfig, canonical_json
 from pflrepro.data.datasets import DATASETS
 from pflrepro.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
+from pflrepro.reporting.figures.kinds import (
+    FigureKind,
+    figure_kind,
+    kinds_of_entry,
+    rule_kinds,
+    rule_options,
+)
 
 if TYPE_CHECKING:
     from pflrepro.reporting.claims import Claim
@@ -69,19 +77,11 @@ COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
 COST_TABLE = "results/tables/{experiment}-{kind}.{ext}"
 #: A combined table of the config's ``tables`` (the ``table`` wildcard).
 COMBINED_TABLE = pattern(TABLE, experiment="{table}")
+#: An experiment's figure; ``kind`` is the ``file`` its figure kind declares
+#: (:mod:`pflrepro.reporting.figures.kinds`), whose ``{method}`` and ``{client}`` are
+#: filled per figure here and are wildcards of the plot rules.
 FIGURE = "figures/{experiment}-{kind}.{ext}"
-#: FIGURE's ``kind`` for each name an experiment's ``figures`` list may hold
-#: (``pflrepro.config.FIGURE_KINDS``); ``{method}`` and ``{client}`` are filled per
-#: figure here and are wildcards of the plot rules.
-FIGURE_KIND_PATTERNS: Mapping[str, str] = {
-    "accuracy": "accuracy",
-    "weights": "weights-{method}",
-    "client_accuracy": "client{client}-accuracy",
-    "client_weights": "client{client}-weights",
-    "distances": "distances",
-    "communication": "communication",
-    "architectures": "architectures",
-}
+FIGURE_LOG = "logs/plot/{experiment}-{kind}.log"
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
 #: The claims file, relative to the Snakefile's directory (not the working directory).
@@ -106,9 +106,66 @@ def alternation(names: Iterable[str]) -> str:
     return "|".join(re.escape(n) for n in names) if names else r"(?!)"
 
 
-def figure_pattern(figure: str, ext: str) -> str:
-    """A plot rule's output: the ``ext`` file of ``figures`` entry ``figure``, wildcards kept."""
-    return pattern(FIGURE, kind=FIGURE_KIND_PATTERNS[figure], ext=ext)
+def figure_pattern(kind: str, ext: str) -> str:
+    """A plot rule's output: the ``ext`` file of figure kind ``kind``, wildcards kept."""
+    return pattern(FIGURE, kind=figure_kind(kind).file, ext=ext)
+
+
+def figure_rule_kinds() -> list[FigureKind]:
+    """The figure kinds with a plot rule each (all but the partition figure's)."""
+    return rule_kinds()
+
+
+def figure_log(kind: str) -> str:
+    """A plot rule's log: ``logs/plot/{experiment}-<the kind's file>.log``."""
+    return pattern(FIGURE_LOG, kind=figure_kind(kind).file)
+
+
+def figure_methods(cfg: WorkflowConfig, experiment: str, kind: str) -> list[str]:
+    """Methods of ``experiment`` that figure kind ``kind`` applies to.
+
+    All of them, or those whose algorithm records the metric the kind ``records``.
+    """
+    records = figure_kind(kind).records
+    return [m for m in cfg.experiments[experiment].methods
+            if not records or records in INFOS[cfg.methods[m].algorithm].records]
+
+
+def figure_aggregates(cfg: WorkflowConfig, experiment: str, kind: str) -> list[str]:
+    """The per-method aggregates of the methods figure kind ``kind`` applies to.
+
+    The input of a plot rule whose kind's input is ``recording``.
+    """
+    return [METHOD_AGGREGATE.format(experiment=experiment, method=m)
+            for m in figure_methods(cfg, experiment, kind)]
+
+
+def plot_input(kind: str) -> str | None:
+    """A plot rule's input pattern (``None``: :func:`figure_aggregates`).
+
+    ``None`` for a kind that reads the aggregates of the methods it applies to.
+    """
+    source = figure_kind(kind).input
+    return {"aggregate": AGGREGATE, "method": METHOD_AGGREGATE}.get(source)
+
+
+def plot_options(cfg: WorkflowConfig, wildcards: Any, kind: str) -> str:
+    """A plot rule's ``pflrepro plot`` options beyond every kind's own (shell-quoted).
+
+    ``--method``/``--client`` from the wildcards, ``--methods`` the legend order,
+    ``--names`` the architectures.
+    """
+    import shlex
+
+    out: list[str] = []
+    for option in rule_options(figure_kind(kind)):
+        if option == "methods":
+            out += ["--methods", table_methods(cfg, [wildcards.experiment])]
+        elif option == "names":
+            out += ["--names", shlex.quote(architecture_names(cfg, wildcards.experiment))]
+        else:  # a wildcard of the rule
+            out += [f"--{option}", shlex.quote(str(getattr(wildcards, option)))]
+    return " ".join(out)
 
 
 def dataset_names() -> list[str]:
@@ -132,32 +189,34 @@ def weights_method(cfg: WorkflowConfig, experiment: str) -> str:
 
 
 def figure_paths(cfg: WorkflowConfig, experiment: str) -> list[str]:
-    """The figures an experiment asks for (its ``figures`` list), PDF and PNG each."""
+    """The figures an experiment asks for (its ``figures`` list), PDF and PNG each.
+
+    Each entry asks for its own kind and the kinds that come with it (their
+    ``entry``), as each kind declares: one figure per method it applies to when its
+    file names ``{method}``, else one figure if it applies to any method (a kind with
+    ``if_none="error"`` refuses the experiment otherwise), for the experiment's
+    ``focus_client`` when its file names ``{client}``.
+    """
     exp = cfg.experiments[experiment]
-    weighted = weighted_methods(cfg, experiment)
-    kinds: list[str] = []
-    for figure in exp.figures:
-        kind = FIGURE_KIND_PATTERNS[figure]
-        if figure == "weights":
-            kinds += [pattern(kind, method=m) for m in weighted]
-            kinds += [pattern(CLUSTERS_KIND, method=m) for m in clustered_methods(cfg, experiment)]
-            kinds += [pattern(kind_, method=m) for m in expert_methods(cfg, experiment)
-                      for kind_ in (GATES_KIND, POSTERIOR_KIND)]
-        elif figure == "client_accuracy" or (figure == "client_weights" and weighted):
-            kinds.append(pattern(kind, client=exp.focus_client))
-        elif figure == "distances" and not any(
-                cfg.methods[m].algorithm in recording(R.MODEL_DISTANCE) for m in exp.methods):
-            raise ValueError(f"experiment {experiment!r} asks for the 'distances' figure "
-                             f"but none of its methods logs model distances "
-                             f"(algorithms {list(recording(R.MODEL_DISTANCE))})")
-        elif figure == "architectures" and not exp.training.heterogeneous:
-            raise ValueError(f"experiment {experiment!r} asks for the 'architectures' figure "
-                             f"but its clients share one model (training.architectures "
-                             f"lists fewer than two)")
-        elif figure in ("accuracy", "distances", "communication", "architectures"):
-            kinds.append(kind)
+    files: list[str] = []
+    for entry in exp.figures:
+        for kind in kinds_of_entry(entry):
+            methods = figure_methods(cfg, experiment, kind.name)
+            if kind.heterogeneous and not exp.training.heterogeneous:
+                raise ValueError(f"experiment {experiment!r} asks for the {kind.name!r} figure "
+                                 f"but its clients share one model (training.architectures "
+                                 f"lists fewer than two)")
+            if kind.per_method:
+                files += [pattern(kind.file, method=m) for m in methods]
+            elif methods:
+                files.append(pattern(kind.file, client=exp.focus_client)
+                             if "client" in kind.options else kind.file)
+            elif kind.if_none == "error":
+                raise ValueError(f"experiment {experiment!r} asks for the {kind.name!r} figure "
+                                 f"but none of its methods records {kind.records!r} "
+                                 f"(algorithms {list(recording(kind.records))})")
     return [FIGURE.format(experiment=experiment, kind=k, ext=ext)
-            for k in kinds for ext in ("pdf", "png")]
+            for k in files for ext in ("pdf", "png")]
 
 
 def architecture_names(cfg: WorkflowConfig, experiment: str) -> str:
@@ -322,12 +381,6 @@ def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
                            "experiments": {n: cfg.experiments[n].label for n in names}})
 
 
-def weighted_aggregates(cfg: WorkflowConfig, experiment: str) -> list[str]:
-    """Per-method aggregates of the experiment's weight-learning methods."""
-    return [METHOD_AGGREGATE.format(experiment=experiment, method=m)
-            for m in weighted_methods(cfg, experiment)]
-
-
 def _key(wildcards: Any) -> RunKey:
     return RunKey(experiment=wildcards.experiment, partition=wildcards.partition,
                   method=wildcards.method, split=int(wildcards.split), seed=int(wildcards.seed))
@@ -410,44 +463,9 @@ def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:
     return " ".join(f"--mirror {shlex.quote(m)}" for m in cfg.mirrors.get(dataset, ()))
 
 
-#: FIGURE's ``kind`` of the cluster figure of a method that clusters its clients
-#: (``{method}`` is a wildcard of the plot rule). There is no ``figures`` entry of its
-#: own: an experiment that asks for ``weights`` gets it for each such method, beside
-#: the weight heatmaps (a cluster id per client and round is what Clustered FL learns
-#: about which clients learn together).
-CLUSTERS_KIND = "clusters-{method}"
-
-
-def clusters_figure_pattern(ext: str) -> str:
-    """The cluster plot rule's output: the ``ext`` file, wildcards kept."""
-    return pattern(FIGURE, kind=CLUSTERS_KIND, ext=ext)
-
-
-#: FIGURE's ``kind`` of FedMix's figures, each client's mean gate per expert and the
-#: global q(z | y) (``{method}`` is a wildcard of their plot rules). Like the cluster
-#: figure they have no ``figures`` entry of their own: an experiment that asks for
-#: ``weights`` gets both for each method whose algorithm records the gate masses.
-GATES_KIND = "gates-{method}"
-POSTERIOR_KIND = "posterior-{method}"
-
-
-def kind_figure_pattern(kind: str, ext: str) -> str:
-    """A plot rule's output for FIGURE kind ``kind`` (e.g. :data:`GATES_KIND`), wildcards kept."""
-    return pattern(FIGURE, kind=kind, ext=ext)
-
-
-def expert_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
-    """Methods of ``experiment`` whose algorithm records gate masses over experts (FedMix)."""
-    from pflrepro.algorithms.fedmix import GATE_MASS
-
-    return [m for m in cfg.experiments[experiment].methods
-            if cfg.methods[m].algorithm in recording(GATE_MASS)]
-
-
 def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Methods of ``experiment`` whose algorithm records each client's cluster id."""
-    return [m for m in cfg.experiments[experiment].methods
-            if cfg.methods[m].algorithm in recording(R.CLUSTER)]
+    return figure_methods(cfg, experiment, "clusters")
 
 
 # ------------------------------------------------------------------ compute cost

@@ -7,27 +7,51 @@ Snakefile) is refused, so the declaration lives beside each rule.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
+
+import pflrepro.workflow as W
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
 CLUSTER_RULES = {"train", "tune_train"}  # training jobs: the tuning runs too
 
 
+#: Rules made in a loop (``rule:`` with ``name: <expr>``): the names each expression
+#: takes, from the package the loop reads (report.smk: one plot rule per figure kind).
+GENERATED = {"figure.rule": lambda: [k.rule for k in W.figure_rule_kinds()]}
+
+
 def rule_blocks(text: str) -> dict[str, list[str]]:
-    """Rule name -> the lines of its block (up to the next top-level statement)."""
+    """Rule name -> the lines of its block (up to the next statement as far out as it).
+
+    A rule made in a loop (``rule:`` and ``name: figure.rule``) is listed under each
+    name of :data:`GENERATED` its name expression takes.
+    """
     blocks: dict[str, list[str]] = {}
     current: list[str] | None = None
+    indent = 0
     for line in text.splitlines():
-        match = re.match(r"^rule (\w+):", line)
+        match = re.match(r"^(\s*)rule(?:\s+(\w+))?\s*:", line)
         if match:
-            current = blocks.setdefault(match.group(1), [])
-        elif line and not line[0].isspace() and not line.startswith("#"):
+            indent = len(match.group(1))
+            current = blocks.setdefault(match.group(2) or f"<anonymous {len(blocks)}>", [])
+        elif (line.strip() and not line.lstrip().startswith("#")
+              and len(line) - len(line.lstrip()) <= indent):
             current = None
         elif current is not None:
             current.append(line)
-    return blocks
+    named: dict[str, list[str]] = {}
+    for name, block in blocks.items():
+        given = [m.group(1) for line in block if (m := re.match(r"^\s*name:\s*(.+)$", line))]
+        if not given:
+            named[name] = block
+            continue
+        expr = given[0].strip()
+        for each in (GENERATED[expr]() if expr in GENERATED else [ast.literal_eval(expr)]):
+            named[each] = block
+    return named
 
 
 def all_rules() -> dict[str, list[str]]:
@@ -70,3 +94,12 @@ def test_a_rule_without_the_declaration_is_found() -> None:
     text = "rule a:\n    localrule: True\n    shell: 'x'\n\n\nrule b:\n    shell: 'y'\n"
     blocks = rule_blocks(text)
     assert is_local(blocks["a"]) and not is_local(blocks["b"])
+
+
+def test_a_rule_made_in_a_loop_is_found_under_each_name() -> None:
+    text = ("for figure in W.figure_rule_kinds():\n    rule:\n        name: figure.rule\n"
+            "        shell: 'x'\n\n\nrule b:\n    localrule: True\n    shell: 'y'\n"
+            "\n\nfor x in y:\n    rule:\n        name: 'c'\n        localrule: True\n")
+    blocks = rule_blocks(text)
+    assert {"plot_accuracy", "plot_gates", "b", "c"} <= set(blocks)
+    assert not is_local(blocks["plot_accuracy"]) and is_local(blocks["b"]) and is_local(blocks["c"])

@@ -122,8 +122,10 @@ def test_derived_patterns_keep_the_wildcard_names() -> None:
     assert W.CLAIMS_TABLE == "results/tables/{claims}.{ext}"
     assert W.DATA_META == "results/data/{dataset}/meta.json"
     assert (W.DATA_X, W.DATA_Y) == ("results/data/{dataset}/x.npy", "results/data/{dataset}/y.npy")
-    assert set(W.FIGURE_KIND_PATTERNS) == set(FIGURE_KINDS)
+    assert set(FIGURE_KINDS) <= {k.name for k in W.figure_rule_kinds()}
     assert W.figure_pattern("client_weights", "png") == \
         "figures/{experiment}-client{client}-weights.png"
     assert W.figure_pattern("weights", "pdf") == "figures/{experiment}-weights-{method}.pdf"
-    assert W.clusters_figure_pattern("png") == "figures/{experiment}-clusters-{method}.png"
+    assert W.figure_pattern("clusters", "png") == "figures/{experiment}-clusters-{method}.png"
+    assert W.figure_pattern("gates", "pdf") == "figures/{experiment}-gates-{method}.pdf"
+    assert W.figure_log("client_accuracy") == "logs/plot/{experiment}-client{client}-accuracy.log"

@@ -112,12 +112,15 @@ def experiment_labels(wildcards):
     return W.display_labels(CFG, [wildcards.experiment])
 
 
-def architecture_names(wildcards):
-    return W.architecture_names(CFG, wildcards.experiment)
+def figure_input(kind):
+    # the plot rule's input: a pattern, or the aggregates of the methods the kind applies to
+    found = W.plot_input(kind)
+    return found if found is not None else (
+        lambda wildcards: W.figure_aggregates(CFG, wildcards.experiment, kind))
 
 
-def weighted_aggregates(wildcards):
-    return W.weighted_aggregates(CFG, wildcards.experiment)
+def figure_options(kind):
+    return lambda wildcards: words(W.plot_options(CFG, wildcards, kind))
 
 
 def table_aggregates(wildcards):

@@ -107,224 +107,33 @@ rule claims:
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
-rule plot_accuracy:
-    localrule: True
-    input:
-        W.AGGREGATE,
-    output:
-        pdf=W.figure_pattern("accuracy", "pdf"),
-        png=report(W.figure_pattern("accuracy", "png"), **figure_report("accuracy vs round")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-accuracy.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot accuracy --aggregate {input:q} --pdf {output.pdf:q} --png {output.png:q}"
-        " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
-
-
-rule plot_weights:
-    localrule: True
-    input:
-        W.METHOD_AGGREGATE,
-    output:
-        pdf=W.figure_pattern("weights", "pdf"),
-        png=report(W.figure_pattern("weights", "png"), **figure_report("client weights: {method}")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-weights-{method}.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot weights --aggregate {input:q} --method {wildcards.method:q}"
-        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_clusters:
-    input:
-        W.METHOD_AGGREGATE,
-    output:
-        pdf=W.clusters_figure_pattern("pdf"),
-        png=report(W.clusters_figure_pattern("png"), **figure_report("clusters: {method}")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-clusters-{method}.log",
-    localrule: True
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot clusters --aggregate {input:q} --method {wildcards.method:q}"
-        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_distances:
-    localrule: True
-    input:
-        W.AGGREGATE,
-    output:
-        pdf=W.figure_pattern("distances", "pdf"),
-        png=report(W.figure_pattern("distances", "png"), **figure_report("model distances")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-distances.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot distances --aggregate {input:q}"
-        " --methods {params.methods:q} --labels {params.labels:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_communication:
-    localrule: True
-    input:
-        W.AGGREGATE,
-    output:
-        pdf=W.figure_pattern("communication", "pdf"),
-        png=report(W.figure_pattern("communication", "png"), **figure_report("communication vs accuracy")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-communication.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot communication --aggregate {input:q}"
-        " --methods {params.methods:q} --labels {params.labels:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_architectures:
-    localrule: True
-    input:
-        W.AGGREGATE,
-    output:
-        pdf=W.figure_pattern("architectures", "pdf"),
-        png=report(W.figure_pattern("architectures", "png"), **figure_report("architectures")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        names=architecture_names,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-architectures.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot architectures --aggregate {input:q} --names {params.names:q}"
-        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_client_accuracy:
-    localrule: True
-    input:
-        W.AGGREGATE,
-    output:
-        pdf=W.figure_pattern("client_accuracy", "pdf"),
-        png=report(W.figure_pattern("client_accuracy", "png"), **figure_report("client {client} accuracy")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-client{client}-accuracy.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot client-accuracy --aggregate {input:q} --client {wildcards.client:q}"
-        " --methods {params.methods:q} --labels {params.labels:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_client_weights:
-    localrule: True
-    input:
-        weighted_aggregates,
-    output:
-        pdf=W.figure_pattern("client_weights", "pdf"),
-        png=report(W.figure_pattern("client_weights", "png"), **figure_report("client {client} weights")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-client{client}-weights.log",
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot client-weights --aggregate {input:q} --client {wildcards.client:q}"
-        " --methods {params.methods:q} --labels {params.labels:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_gates:
-    input:
-        W.METHOD_AGGREGATE,
-    output:
-        pdf=W.kind_figure_pattern(W.GATES_KIND, "pdf"),
-        png=report(W.kind_figure_pattern(W.GATES_KIND, "png"), **figure_report("gates: {method}")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-gates-{method}.log",
-    localrule: True
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot gates --aggregate {input:q} --method {wildcards.method:q}"
-        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
-
-
-rule plot_posterior:
-    input:
-        W.METHOD_AGGREGATE,
-    output:
-        pdf=W.kind_figure_pattern(W.POSTERIOR_KIND, "pdf"),
-        png=report(W.kind_figure_pattern(W.POSTERIOR_KIND, "png"), **figure_report("q(z|y): {method}")),
-    params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        labels=experiment_labels,
-    log:
-        "logs/plot/{experiment}-posterior-{method}.log",
-    localrule: True
-    conda:
-        ENV
-    shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot posterior --aggregate {input:q} --method {wildcards.method:q}"
-        " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
+# One plot rule per figure kind, `plot_<kind>`, made from the kind's declaration (its
+# figure module's KIND: pflrepro.reporting.figures.kinds): output files, input, and the
+# `pflrepro plot` options it takes (figure_options). The report's caption of each is
+# the kind's caption, found by the rule's name (workflow/report/figure.rst).
+for figure in W.figure_rule_kinds():
+    rule:
+        name: figure.rule
+        localrule: True
+        input:
+            figure_input(figure.name),
+        output:
+            pdf=W.figure_pattern(figure.name, "pdf"),
+            png=report(W.figure_pattern(figure.name, "png"), **figure_report(figure.label)),
+        params:
+            python=PFLREPRO_PYTHON,
+            source=PFLREPRO_SRC,
+            kind=figure.name,
+            options=figure_options(figure.name),
+            labels=experiment_labels,
+        log:
+            W.figure_log(figure.name),
+        conda:
+            ENV
+        shell:
+            "{params.python:q} -m pflrepro --require-source {params.source:q}"
+            " plot {params.kind:q} --aggregate {input:q} {params.options:q}"
+            " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 # The papers' numbers beside ours (config/paper_numbers.csv): paper, ours (mean ± std),

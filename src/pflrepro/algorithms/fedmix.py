@@ -125,14 +125,8 @@ from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.optim import Params
 from pflrepro.params import RunningMean, put, stack, take
-from pflrepro.results import MetricLog
+from pflrepro.results import EXPERT_POSTERIOR, GATE_MASS, MetricLog
 from pflrepro.seeding import SETUP_ROUND, torch_generator
-
-#: Metric of each client's mean gate over its test inputs: client s, peer = expert k.
-GATE_MASS = "gate_mass"
-#: Metric of the global q(z = k | y = c): the ``client`` column holds the class c,
-#: ``peer`` the expert k.
-EXPERT_POSTERIOR = "expert_posterior"
 
 OBJECTIVES = ("bound", "marginal")
 #: What q(z | ...) is conditioned on (``posterior``; see the module docstring).

@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pflrepro.reporting.figures.kinds import KINDS
+
 if TYPE_CHECKING:
     from pflrepro.config import ExperimentConfig, WorkflowConfig
     from pflrepro.reporting.claims import Claim
@@ -38,27 +40,9 @@ PAPER_TOKENS: Mapping[str, str] = {"federico": "FedeRiCo", "fedamp": "FedAMP",
 OTHER = "Other experiments"
 CLAIMS_CATEGORY = "Claims"
 PARTITIONS_CATEGORY = "Data partitions"
-#: What each plot rule draws (``{method}`` / ``{client}``: its wildcards).
-FIGURES: Mapping[str, str] = {
-    "plot_accuracy": "Test accuracy (weighted by client test-set size) per round, mean "
-                     "over runs, one line per method.",
-    "plot_weights": "Client weights learned by {method} at the final round (rows: "
-                    "clients, columns: the clients or components they weigh).",
-    "plot_clusters": "Cluster id of each client over rounds ({method}).",
-    "plot_distances": "Pairwise model distances between clients of the same and of "
-                      "other groups, over rounds.",
-    "plot_communication": "Scalars each method communicated against its accuracy.",
-    "plot_client_accuracy": "Test accuracy of client {client} per round, one line per "
-                            "method.",
-    "plot_client_weights": "Weights client {client} gives its peers over rounds, one "
-                           "panel per method.",
-    "plot_architectures": "Which model architecture each client runs, against its data "
-                          "size.",
-    "plot_gates": "FedMix gates of {method}: each client's weights on the experts.",
-    "plot_posterior": "FedMix's global q(z|y) of {method}: each label's weights on the "
-                      "experts.",
-    "plot_partition": "Label distribution per client of one partition (one split seed).",
-}
+#: What each plot rule draws (``{method}`` / ``{client}``: its wildcards), by rule name:
+#: the captions the figure modules declare (:mod:`pflrepro.reporting.figures.kinds`).
+FIGURES: Mapping[str, str] = {kind.rule: kind.caption for kind in KINDS.values()}
 
 
 # --------------------------------------------------------------------------- categories

@@ -24,6 +24,7 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import (
     RUN_KEYS,
     check_cells,
@@ -32,6 +33,12 @@ from pflrepro.reporting.tables import (
     order_values,
     weighted_accuracy_per_round,
 )
+
+KIND = FigureKind(
+    name="accuracy", file="accuracy", draw="plot_accuracy_vs_round",
+    caption="Test accuracy (weighted by client test-set size) per round, mean over runs, "
+            "one line per method.",
+    label="accuracy vs round", options=("methods",))
 
 
 def mean_band_stats(per_run_round: pd.DataFrame, value: str) -> pd.DataFrame:

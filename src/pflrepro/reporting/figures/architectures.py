@@ -25,8 +25,14 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import display_labels, order_values
 from pflrepro.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
+
+KIND = FigureKind(
+    name="architectures", file="architectures", draw="plot_architectures",
+    caption="Which model architecture each client runs, against its data size.",
+    label="architectures", options=("names",), heterogeneous=True)
 
 
 def client_architectures(agg: pd.DataFrame) -> pd.DataFrame:

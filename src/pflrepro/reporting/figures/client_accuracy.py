@@ -8,6 +8,7 @@ import pandas as pd
 
 from pflrepro.reporting.figures.accuracy import mean_band_stats, method_lines
 from pflrepro.reporting.figures.common import PathLike, check_client, run_groups, wrap
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import (
     RUN_KEYS,
     check_aggregate,
@@ -17,6 +18,11 @@ from pflrepro.reporting.tables import (
     run_label,
 )
 from pflrepro.results import TEST_ACCURACY
+
+KIND = FigureKind(
+    name="client_accuracy", file="client{client}-accuracy", draw="plot_client_accuracy",
+    caption="Test accuracy of client {client} per round, one line per method.",
+    label="client {client} accuracy", options=("client", "methods"))
 
 
 def client_accuracy_per_round(agg: pd.DataFrame, client: int = 0) -> pd.DataFrame:

@@ -28,8 +28,15 @@ from pflrepro.reporting.figures.common import (
     run_mask,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import check_aggregate, display_labels, order_values, run_label
 from pflrepro.results import WEIGHT
+
+KIND = FigureKind(
+    name="client_weights", file="client{client}-weights", draw="plot_client_weights_over_rounds",
+    caption="Weights client {client} gives its peers over rounds, one panel per method.",
+    label="client {client} weights", input="recording", options=("client", "methods"),
+    records=WEIGHT)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,15 @@ from pflrepro.reporting.figures.common import (
     strip,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import check_aggregate, display_labels, order_values
 from pflrepro.results import CLUSTER
+
+KIND = FigureKind(
+    name="clusters", file="clusters-{method}", draw="plot_clusters",
+    caption="Cluster id of each client over rounds ({method}).",
+    label="clusters: {method}", input="method", options=("method",), records=CLUSTER,
+    entry="weights")
 
 @dataclass(frozen=True)
 class ClusterPanel:

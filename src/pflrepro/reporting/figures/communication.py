@@ -28,7 +28,13 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import display_labels, order_values
+
+KIND = FigureKind(
+    name="communication", file="communication", draw="plot_communication",
+    caption="Scalars each method communicated against its accuracy.",
+    label="communication vs accuracy", options=("methods",))
 
 
 def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,

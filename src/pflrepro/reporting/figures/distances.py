@@ -29,8 +29,15 @@ from pflrepro.reporting.figures.common import (
     run_groups,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import RUN_KEYS, display_labels, order_values
 from pflrepro.results import MODEL_DISTANCE
+
+KIND = FigureKind(
+    name="distances", file="distances", draw="plot_distances",
+    caption="Pairwise model distances between clients of the same and of other groups, "
+            "over rounds.",
+    label="model distances", options=("methods",), records=MODEL_DISTANCE, if_none="error")
 
 SAME, OTHER = "same distribution", "other distributions"
 

@@ -15,16 +15,21 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from pflrepro.reporting.figures.common import PathLike, run_groups
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.figures.weights import (
     WeightPanel,
     plot_client_weights,
     weight_panels,
 )
 from pflrepro.reporting.tables import RUN_KEYS, check_aggregate
+from pflrepro.results import GATE_MASS
 
-#: The metric of the gate masses (``pflrepro.algorithms.fedmix.GATE_MASS``, written here
-#: so that drawing the figure imports no torch).
-GATE_MASS = "gate_mass"
+KIND = FigureKind(
+    name="gates", file="gates-{method}", draw="plot_gate_mass",
+    caption="FedMix gates of {method}: each client's weights on the experts.",
+    label="gates: {method}", input="method", options=("method",), records=GATE_MASS,
+    entry="weights")
+
 
 
 def gate_panels(agg: pd.DataFrame, method: str = "fedmix",

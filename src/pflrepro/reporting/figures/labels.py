@@ -20,6 +20,12 @@ from pflrepro.reporting.figures.common import (
     group_colours,
     new_figure,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
+
+KIND = FigureKind(
+    name="labels", file="", draw="plot_label_distribution",
+    caption="Label distribution per client of one partition (one split seed).",
+    label="partition", input="partition", options=("title",), entry="", rule="plot_partition")
 
 
 def label_counts(partition_frame: pd.DataFrame, labels: np.ndarray,

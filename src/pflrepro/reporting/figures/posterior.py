@@ -29,11 +29,16 @@ from pflrepro.reporting.figures.common import (
     new_figure,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import check_aggregate, display_labels, order_values
+from pflrepro.results import EXPERT_POSTERIOR
 
-#: The metric of q(z | y) (``pflrepro.algorithms.fedmix.EXPERT_POSTERIOR``, written here
-#: so that drawing the figure imports no torch).
-EXPERT_POSTERIOR = "expert_posterior"
+KIND = FigureKind(
+    name="posterior", file="posterior-{method}", draw="plot_expert_posterior",
+    caption="FedMix's global q(z|y) of {method}: each label's weights on the experts.",
+    label="q(z|y): {method}", input="method", options=("method",), records=EXPERT_POSTERIOR,
+    entry="weights")
+
 #: Classes up to which every row is labelled and annotated with its values.
 ANNOTATE_CLASSES = 12
 

@@ -27,8 +27,15 @@ from pflrepro.reporting.figures.common import (
     strip,
     wrap,
 )
+from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.tables import check_aggregate, display_labels, order_values
 from pflrepro.results import GROUP, WEIGHT
+
+KIND = FigureKind(
+    name="weights", file="weights-{method}", draw="plot_client_weights",
+    caption="Client weights learned by {method} at the final round (rows: clients, "
+            "columns: the clients or components they weigh).",
+    label="client weights: {method}", input="method", options=("method",), records=WEIGHT)
 
 
 @dataclass(frozen=True)
