@@ -291,7 +291,12 @@ def _table(args: argparse.Namespace) -> None:
                            experiment_labels=experiment_labels, metric=args.metric,
                            experiments_order=args.experiments or None)
     caption = args.caption or CAPTIONS[args.metric]
-    write_table(table, args.md, args.tex, args.csv, caption=caption)
+    tuning: list[str] = []
+    if args.tuning:
+        from pflrepro.tuning import table_notes
+
+        tuning = table_notes(json.loads(args.tuning), agg, labels, experiment_labels)
+    write_table(table, args.md, args.tex, args.csv, caption=caption, tuning=tuning)
 
 
 def _communication(args: argparse.Namespace) -> None:
@@ -585,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
+    p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
+                   "(pflrepro.workflow.table_tuning_json); their note says how each value "
+                   "was chosen")
     p.set_defaults(func=_table)
 
     p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")

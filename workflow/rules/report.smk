@@ -18,6 +18,7 @@ rule table:
         source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
+        tuning=experiment_tuning,
     log:
         "logs/table/{experiment}.log",
     conda:
@@ -26,7 +27,7 @@ rule table:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
-        " > {log:q} 2>&1"
+        " --tuning {params.tuning:q} > {log:q} 2>&1"
 
 
 rule communication_table:
@@ -69,6 +70,7 @@ rule table_combined:
         metric=table_metric,
         caption=table_caption,
         experiments=table_experiments,
+        tuning=table_tuning,
     log:
         "logs/table/{table}.log",
     conda:
@@ -78,7 +80,7 @@ rule table_combined:
         " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
-        " --experiments {params.experiments:q} > {log:q} 2>&1"
+        " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1"
 
 
 rule claims:
