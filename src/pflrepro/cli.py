@@ -191,7 +191,14 @@ def _run(args: argparse.Namespace) -> None:
 def _list(args: argparse.Namespace) -> None:
     from pflrepro.listing import render
 
-    sys.stdout.write(render(args.what))
+    cfg = None
+    paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
+                            and args.what in ("all", "hyperparameters") else [])
+    if paths:
+        from pflrepro.config import check_config_paths
+
+        cfg = check_config_paths(paths)
+    sys.stdout.write(render(args.what, cfg))
 
 
 def _status(args: argparse.Namespace) -> None:
@@ -534,7 +541,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
                        "partition schemes (options, defaults)")
     p.add_argument("what", nargs="?", default="all",
-                   choices=["all", "methods", "datasets", "partitions"])
+                   choices=["all", "methods", "datasets", "partitions", "hyperparameters"])
+    p.add_argument("--config", nargs="+", metavar="FILE",
+                   help="hyperparameters: the config whose method variants to list, merged "
+                   "in order (default: ./config.yaml): per value, stated by the paper, set "
+                   "by us (why), tuned (by which experiments) or default")
     p.set_defaults(func=_list)
 
     p = sub.add_parser("status", help="finished, running, failed (and, with --config, "

@@ -258,6 +258,20 @@ def tuning_notes(experiments):
     return W.table_tuning_json(CFG, experiments, selections)
 
 
+def selections(experiments):
+    """The experiments' tuning selections (ancient: a rewrite reruns via the params)."""
+    return [ancient(W.TUNE_SELECTION.format(experiment=name, method=method))
+            for name in experiments for method in W.tuned_methods(CFG, name)]
+
+
+def experiment_selections(wildcards):
+    return selections([wildcards.experiment])
+
+
+def table_selections(wildcards):
+    return selections(CFG.tables[wildcards.table].experiments)
+
+
 def experiment_tuning(wildcards):
     return tuning_notes([wildcards.experiment])
 

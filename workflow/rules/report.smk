@@ -8,7 +8,8 @@
 rule table:
     localrule: True
     input:
-        W.AGGREGATE,
+        agg=W.AGGREGATE,
+        tuned=experiment_selections,
     output:
         md=W.pattern(W.TABLE, ext="md"),
         tex=W.pattern(W.TABLE, ext="tex"),
@@ -25,7 +26,7 @@ rule table:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --tuning {params.tuning:q} > {log:q} 2>&1"
 
@@ -57,7 +58,8 @@ rule communication_table:
 rule table_combined:
     localrule: True
     input:
-        table_aggregates,
+        agg=table_aggregates,
+        tuned=table_selections,
     output:
         md=W.pattern(W.COMBINED_TABLE, ext="md"),
         tex=W.pattern(W.COMBINED_TABLE, ext="tex"),
@@ -77,7 +79,7 @@ rule table_combined:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
         " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1"

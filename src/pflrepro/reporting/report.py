@@ -58,6 +58,12 @@ FIGURES: Mapping[str, str] = {
     "plot_posterior": "FedMix's global q(z|y) of {method}: each label's weights on the "
                       "experts.",
     "plot_partition": "Label distribution per client of one partition (one split seed).",
+    "tune_select": "Tuning of {method}: mean validation accuracy over the tuning seeds "
+                   "against each value tried (log axis for a logarithmic grid; with "
+                   "several keys, the others at their selected values), one line per "
+                   "partition and split; the selected value ringed. Validation rows are "
+                   "held out of each client's training rows; the test rows are never "
+                   "read. Every value tried: results/tuning/<experiment>/<method>.md.",
 }
 
 
