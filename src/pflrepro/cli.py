@@ -191,7 +191,15 @@ def _run(args: argparse.Namespace) -> None:
 def _list(args: argparse.Namespace) -> None:
     from pflrepro.listing import render
 
-    sys.stdout.write(render(args.what))
+    cfg = None
+    paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
+                            and args.what in ("all", "hyperparameters") else [])
+    if paths:
+        from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
+
+        cfg = check_config_paths(paths, build_schema())
+    sys.stdout.write(render(args.what, cfg))
 
 
 def _status(args: argparse.Namespace) -> None:
@@ -293,7 +301,12 @@ def _table(args: argparse.Namespace) -> None:
                            experiment_labels=experiment_labels, metric=args.metric,
                            experiments_order=args.experiments or None)
     caption = args.caption or CAPTIONS[args.metric]
-    write_table(table, args.md, args.tex, args.csv, caption=caption)
+    tuning: list[str] = []
+    if args.tuning:
+        from pflrepro.tuning import table_notes
+
+        tuning = table_notes(json.loads(args.tuning), agg, labels, experiment_labels)
+    write_table(table, args.md, args.tex, args.csv, caption=caption, tuning=tuning)
 
 
 def _communication(args: argparse.Namespace) -> None:
@@ -492,7 +505,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
                        "partition schemes (options, defaults)")
     p.add_argument("what", nargs="?", default="all",
-                   choices=["all", "methods", "datasets", "partitions"])
+                   choices=["all", "methods", "datasets", "partitions", "hyperparameters"])
+    p.add_argument("--config", nargs="+", metavar="FILE",
+                   help="hyperparameters: the config whose method variants to list, merged "
+                   "in order (default: ./config.yaml): per value, stated by the paper, set "
+                   "by us (why), tuned (by which experiments) or default")
     p.set_defaults(func=_list)
 
     p = sub.add_parser("status", help="finished, running, failed (and, with --config, "
@@ -548,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
+    p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
+                   "(pflrepro.workflow.table_tuning_json); their note says how each value "
+                   "was chosen")
     p.set_defaults(func=_table)
 
     p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")

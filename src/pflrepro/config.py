@@ -148,11 +148,45 @@ def check_name(name: Any, where: str, pattern: str = NAME_PATTERN,
 
 @dataclass(frozen=True)
 class MethodConfig:
-    """A named method variant: an algorithm plus hyperparameters."""
+    """A named method variant: an algorithm plus hyperparameters.
+
+    ``sources``: where a hyperparameter's value comes from (the entry's ``sources:``
+    key, :data:`SOURCE_KINDS`): ``"paper: <where the paper states it>"`` or
+    ``"unstated: <why this value>"``; not a hyperparameter, never in a run's spec.
+    """
 
     name: str
     algorithm: str
     params: Mapping[str, Any]
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: How a method entry's ``sources:`` text starts: the paper states the value, or it does
+#: not (the value is ours, a candidate for tuning; the text says why this value).
+SOURCE_KINDS = ("paper", "unstated")
+
+
+def parse_sources(spec: Any, algorithm: str, where: str) -> dict[str, str]:
+    """A method entry's ``sources:``: hyperparameter (or tuning key) -> "kind: text"."""
+    from pflrepro.tuning import tunable_keys
+
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where}: a mapping hyperparameter -> 'paper: ...' or "
+                          f"'unstated: ...', got {_short(spec)}")
+    keys = tunable_keys(algorithm)
+    out = {}
+    for key, text in spec.items():
+        if key not in keys:
+            raise ConfigError(f"{where}.{key}: not a hyperparameter of {algorithm}; "
+                              f"known: {sorted(keys)}")
+        kind = str(text).split(":", 1)[0] if isinstance(text, str) else None
+        if kind not in SOURCE_KINDS or not str(text).split(":", 1)[1].strip():
+            raise ConfigError(f"{where}.{key}: must read 'paper: <where>' or "
+                              f"'unstated: <why this value>', got {_short(text)}")
+        out[str(key)] = str(text)
+    return out
 
 
 @dataclass(frozen=True)
@@ -568,11 +602,14 @@ def _parse_methods(section: Mapping[str, Any]) -> dict[str, MethodConfig]:
         check_name(name, "methods", METHOD_NAME_PATTERN)
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
+        sources = spec.pop("sources", None)
         try:
             parse_hyper(algorithm_info(algo), spec)
         except ValueError as err:
             raise ConfigError(f"methods.{name}: {err}") from err
-        methods[name] = MethodConfig(name=name, algorithm=algo, params=spec)
+        methods[name] = MethodConfig(name=name, algorithm=algo, params=spec,
+                                     sources=parse_sources(sources, algo,
+                                                           f"methods.{name}.sources"))
         _check_method_params(methods[name], f"methods.{name}")
     return methods
 

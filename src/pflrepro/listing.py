@@ -6,13 +6,24 @@ and doc from its ``hyper(...)`` declaration), data sets from
 :data:`pflrepro.data.datasets.DATASETS`, partition schemes from
 :data:`pflrepro.data.partition.PARTITIONERS` (each option's default and doc as the
 config schema shows them).
+
+``pflrepro list hyperparameters`` reads a workflow config (``--config``, default
+``config.yaml``) and says, per method variant and hyperparameter, where its value
+comes from (:func:`hyperparameters`): *stated by the paper* or *set by us* as the
+variant's ``sources:`` key in the config declares it (``paper: <where>`` /
+``unstated: <why>``; the config is the one place, since one algorithm serves several
+papers' experiments), *tuned* on validation by the experiments whose ``tune:`` block
+names it (or *tied* to tuned values by the algorithm), or the algorithm's default.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pflrepro.config import WorkflowConfig
 
 
 def _default(field: dataclasses.Field[Any]) -> str:
@@ -95,11 +106,98 @@ def partitions() -> str:
     return "\n".join(lines)
 
 
-def render(what: str = "all") -> str:
-    """``methods``, ``datasets``, ``partitions`` or ``all`` of them."""
-    parts = {"methods": methods, "datasets": datasets, "partitions": partitions}
+def _tuned_by(cfg: WorkflowConfig, name: str) -> tuple[dict[str, list[str]],
+                                                        dict[str, list[str]]]:
+    """(key -> experiments tuning it, key -> experiments tying it to tuned values)."""
+    from pflrepro.tuning import grid_points, tied_params
+
+    method = cfg.methods[name]
+    tuned: dict[str, list[str]] = {}
+    tied: dict[str, list[str]] = {}
+    for exp_name, exp in cfg.experiments.items():
+        if exp.tune is None or name not in exp.tune.methods or name not in exp.methods:
+            continue
+        grids = exp.tune.methods[name]
+        for g in grids:
+            tuned.setdefault(g.key, []).append(exp_name)
+        point = grid_points(grids)[0]
+        for key in tied_params(method.algorithm, point, exp.partitions[0].clients,
+                               method.params):
+            if key not in point:
+                tied.setdefault(key, []).append(exp_name)
+    return tuned, tied
+
+
+def hyperparameters(cfg: WorkflowConfig) -> str:
+    """Per method variant of ``cfg``, per hyperparameter: where its value comes from.
+
+    * ``stated by the paper``: the variant's ``sources:`` says ``paper: ...``;
+    * ``set by us``: the variant sets it and ``sources:`` says ``unstated: <why>`` (or
+      gives no reason, which is said);
+    * ``tuned on validation by <experiments>`` (their ``tune:`` blocks), or ``tied to
+      the tuned values`` (the algorithm's ``tied_values``) there;
+    * otherwise the algorithm's default (``pflrepro list methods``: its doc).
+    """
+    from pflrepro.algorithms import get_algorithm
+    from pflrepro.tuning import tunable_keys
+
+    lines = ["# Hyperparameters of the config's method variants: stated by the paper, set "
+             "by us (why), tuned on validation, or the algorithm's default", ""]
+    for name, method in cfg.methods.items():
+        cls = get_algorithm(method.algorithm)
+        defaults = {f.name: f.default for f in dataclasses.fields(cls.Hyper)}
+        tuned, tied = _tuned_by(cfg, name)
+        used = [e for e, exp in cfg.experiments.items() if name in exp.methods]
+        lines.append(f"## {name} ({method.algorithm})")
+        keys = [k for k in tunable_keys(method.algorithm)
+                if k in defaults or k in tuned or k in method.sources]
+        if not keys:
+            lines.append("  (no hyperparameters)")
+        for key in keys:
+            source = method.sources.get(key, "")
+            kind, _, why = source.partition(":")
+            if key in method.params:
+                value = f"{method.params[key]!r}"
+                where = (f"stated by the paper ({why.strip()})" if kind == "paper" else
+                         f"set by us: {why.strip()}" if kind == "unstated" else
+                         "set by us (no reason given in the config)")
+            elif key in tuned or key in tied:
+                value = "tuned"
+                where = (f"tuned on validation by {', '.join(tuned[key])}" if key in tuned
+                         else f"tied to the tuned values by {', '.join(tied[key])}")
+                if kind == "unstated":
+                    where += f" (unstated: {why.strip()})"
+                others = [e for e in used if e not in tuned.get(key, tied.get(key, []))]
+                if others and key in defaults:
+                    where += (f"; the algorithm's default {defaults[key]!r} in "
+                              f"{', '.join(others)}")
+            elif kind == "paper":
+                value = f"{defaults.get(key)!r}"
+                where = f"stated by the paper ({why.strip()}; the algorithm's default)"
+            else:
+                value = f"{defaults.get(key)!r}"
+                where = "the algorithm's default" + (f" (unstated: {why.strip()})"
+                                                     if kind == "unstated" else "")
+            lines.append(f"  - {key} = {value}: {where}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render(what: str = "all", cfg: WorkflowConfig | None = None) -> str:
+    """``methods``, ``datasets``, ``partitions``, ``hyperparameters`` or ``all``.
+
+    ``hyperparameters`` needs a config ``cfg``; ``all`` includes it when one is given.
+    """
+    parts: dict[str, Any] = {"methods": methods, "datasets": datasets,
+                             "partitions": partitions}
     if what == "all":
-        return "\n".join(fn() for fn in parts.values())
+        out = [fn() for fn in parts.values()]
+        return "\n".join(out + ([hyperparameters(cfg)] if cfg is not None else []))
+    if what == "hyperparameters":
+        if cfg is None:
+            raise ValueError("listing hyperparameters needs a config (--config)")
+        return hyperparameters(cfg)
     if what not in parts:
-        raise ValueError(f"nothing called {what!r} to list; choose one of {sorted(parts)}")
+        raise ValueError(f"nothing called {what!r} to list; choose one of "
+                         f"{sorted([*parts, 'hyperparameters'])}")
     return parts[what]()

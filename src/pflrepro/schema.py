@@ -127,6 +127,11 @@ def _method_schema() -> dict[str, Any]:
             entry["default"] = f.default
             entry["description"] = meta.get("doc", f.name)
             props[f.name] = entry
+        props["sources"] = {
+            "type": "object",
+            "description": "Where each value comes from (`pflrepro list hyperparameters`): "
+                           "'paper: <where it states it>' or 'unstated: <why this value>'.",
+            "additionalProperties": {"type": "string", "pattern": "^(paper|unstated): ."}}
         cases.append({"if": {"properties": {"algorithm": {"const": name}}},
                       "then": {"properties": props, "additionalProperties": False}})
     summaries = "; ".join(f"{n}: {c.summary}" for n, c in sorted(INFOS.items()))

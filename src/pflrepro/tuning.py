@@ -380,18 +380,84 @@ def selected_params(selection: Mapping[str, Any], partition: str, split: int) ->
                          f"split {split}") from None
 
 
+def edge(grid: Grid, value: float) -> str:
+    """``" (the grid's lowest value)"`` / ``highest``, or ``""`` inside the grid.
+
+    A selection at an edge says the best value may lie outside the grid.
+    """
+    if len(grid.values) < 2:
+        return ""
+    if value == min(grid.values):
+        return " (the grid's lowest value)"
+    if value == max(grid.values):
+        return " (the grid's highest value)"
+    return ""
+
+
 def note(grids: Sequence[Grid], chosen: Mapping[tuple[str, int], Mapping[str, float]],
-         criterion: str, rounds: int, seeds: Sequence[int], fraction: float) -> str:
-    """One sentence per key: ``σ chosen on validation from {…}: …``."""
+         criterion: str, rounds: int, seeds: Sequence[int], fraction: float,
+         labels: Mapping[str, str] | None = None) -> str:
+    """One sentence per key: ``σ chosen on validation from {…}: …``.
+
+    Each selected value names its partition (``labels``: id -> shown label) and split,
+    and whether it is the grid's lowest or highest value (:func:`edge`).
+    """
+    shown = dict(labels or {})
     parts = []
     for g in grids:
-        picked = ", ".join(f"{p} split {s}: {pt[g.key]:.3g}"
+        picked = ", ".join(f"{shown.get(p, p)} split {s}: {pt[g.key]:.3g}{edge(g, pt[g.key])}"
                            for (p, s), pt in sorted(chosen.items()))
         values = ", ".join(f"{v:.3g}" for v in g.values)
         parts.append(f"{g.key} chosen on validation from {{{values}}}: {picked}")
     return ("; ".join(parts) + f" ({criterion.replace('_', ' ')} validation accuracy, "
             f"{rounds} rounds, seeds {list(seeds)}, {fraction:g} of each client's training "
             "rows held out; the test rows never read).")
+
+
+def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
+                labels: Mapping[str, str] | None = None,
+                experiment_labels: Mapping[str, str] | None = None) -> list[str]:
+    """The notes a results table carries for its tuned methods, one per (experiment, method).
+
+    ``spec`` (:func:`pflrepro.workflow.table_tuning_json`): per tuned method of an
+    experiment of the table, ``experiment``, ``method``, ``algorithm``, ``fixed``,
+    ``clients`` (per partition), ``grids``, ``log``, ``criterion``, ``rounds``, ``seeds``,
+    ``fraction`` and ``selection`` (the selection file's content). ``runs``: the table's
+    aggregated runs; every run of a tuned method must carry the selected values in its
+    ``params`` column (else ``ValueError``: the table would describe other runs).
+    Entries whose method has no run in ``runs`` are skipped.
+    """
+    import json as _json
+
+    exp_shown = dict(experiment_labels or {})
+    several = len({e["experiment"] for e in spec}) > 1
+    notes = []
+    for entry in spec:
+        mine = runs[(runs["experiment"] == entry["experiment"])
+                    & (runs["method"] == entry["method"])]
+        if mine.empty:
+            continue
+        grids = [Grid(k, tuple(v), log=k in entry.get("log", []))
+                 for k, v in entry["grids"].items()]
+        selection = entry["selection"]
+        chosen = {(p, int(s)): dict(v["point"]) for p, by_split in selection.items()
+                  for s, v in by_split.items()}
+        for (partition, split), sub in mine.groupby(["partition", "split_seed"]):
+            want = selected_params(selection, str(partition), int(split))
+            for text in sub["params"].unique():
+                got = _json.loads(text)
+                wrong = sorted(k for k, v in want.items()
+                               if k not in got or not math.isclose(float(got[k]), float(v),
+                                                                   rel_tol=1e-9))
+                if wrong:
+                    raise ValueError(
+                        f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
+                        f"the runs' {wrong} are not the tuning selection's {want}")
+        where = f" ({exp_shown.get(entry['experiment'], entry['experiment'])})" if several else ""
+        notes.append(f"{entry['method']}{where}: " + note(
+            grids, chosen, entry["criterion"], int(entry["rounds"]), entry["seeds"],
+            float(entry["fraction"]), labels))
+    return notes
 
 
 def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
@@ -463,7 +529,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
               for (p, s), pt in chosen.items()}
     table = tuning_table(scores, grids, chosen)
     text = note(grids, chosen, plan["criterion"], int(plan["rounds"]), plan["seeds"],
-                float(plan["fraction"]))
+                float(plan["fraction"]), plan.get("labels"))
     write_outputs(table, text, md, csv, title or "tuning")
     content = selection_json(chosen, params)
     target = Path(selection)

@@ -610,7 +610,27 @@ def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:
         "grids": {g.key: list(g.values) for g in grids},
         "log": [g.key for g in grids if g.log], "criterion": tune.criterion,
         "rounds": tune.rounds, "seeds": list(tune.seeds), "fraction": tune.fraction,
+        "labels": dict(exp.partition_labels),
         "trials": tune_trials(cfg, experiment, method)})
+
+
+def table_tuning_json(cfg: WorkflowConfig, experiments: Iterable[str],
+                      selections: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """The table job's ``--tuning``: per tuned (experiment, method), grids and selection.
+
+    ``selections``: (experiment, method) -> its selection file's content, for every
+    method :func:`tuned_methods` names. ``"[]"`` when no method is tuned.
+    """
+    import json
+
+    out = []
+    for name in experiments:
+        for method in tuned_methods(cfg, name):
+            plan = json.loads(tune_plan_json(cfg, name, method))
+            del plan["trials"]
+            out.append({"experiment": name, "method": method, **plan,
+                        "selection": dict(selections[(name, method)])})
+    return canonical_json(out)
 
 
 def tune_run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:

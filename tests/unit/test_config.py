@@ -146,3 +146,21 @@ def test_public_set_config() -> None:
     raw["experiments"]["tiny"]["public"] = {"dataset": "imagenet", "size": 5}
     with pytest.raises(ConfigError, match="public.dataset"):
         parse(raw)
+
+
+def test_method_sources_are_checked_and_kept_out_of_the_params() -> None:
+    raw = copy.deepcopy(TINY)
+    raw["methods"]["federico"]["sources"] = {"beta": "paper: FedeRiCo's default 0.6",
+                                             "epsilon": "unstated: our reading"}
+    cfg = parse(raw)
+    assert cfg.methods["federico"].params == {"beta": 0.6}  # not a hyperparameter
+    assert cfg.methods["federico"].sources == {"beta": "paper: FedeRiCo's default 0.6",
+                                               "epsilon": "unstated: our reading"}
+    spec = cfg.run_spec(next(iter(cfg.runs("tiny", "federico"))))
+    assert spec["params"] == {"beta": 0.6}
+    for bad, message in (({"colour": "paper: x"}, "not a hyperparameter of federico"),
+                         ({"beta": "because"}, "must read 'paper: <where>'"),
+                         ({"beta": "paper:  "}, "must read 'paper: <where>'")):
+        raw["methods"]["federico"]["sources"] = bad
+        with pytest.raises(ConfigError, match=message):
+            parse(raw)

@@ -25,6 +25,7 @@ from pflrepro.reporting.paper import (
     write_paper_table,
 )
 from pflrepro.results import CONFIG_COLUMNS
+from pflrepro.schema import build_schema
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = REPO / "config" / "paper_numbers.csv"
@@ -48,7 +49,7 @@ def _parse(*rows: str) -> list:
 # --------------------------------------------------------------------------- the file
 def test_the_numbers_file_is_valid_and_matches_config_yaml() -> None:
     cells = load_paper_numbers(NUMBERS)
-    cfg = check_config_paths([REPO / "config.yaml"])
+    cfg = check_config_paths([REPO / "config.yaml"], build_schema())
     check_against_config(cells, cfg)
     for cell in cells:
         assert cell.unit == QUANTITIES[cell.quantity][0]
@@ -115,7 +116,7 @@ def test_wrong_columns_and_duplicates_are_refused() -> None:
 
 
 def test_names_are_checked_against_the_config() -> None:
-    cfg = check_config_paths([REPO / "config.yaml"])
+    cfg = check_config_paths([REPO / "config.yaml"], build_schema())
     ok = _row(experiment="perfedckt_table1", method="perfedckt")
     check_against_config(_parse(ok), cfg)
     with pytest.raises(PaperNumbersError, match="is not in the config"):

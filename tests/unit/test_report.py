@@ -19,12 +19,13 @@ from pflrepro.reporting.report import (
     table_category,
     table_label,
 )
+from pflrepro.schema import build_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _inputs() -> tuple:
-    cfg = check_config_paths([REPO / "config.yaml"])
+    cfg = check_config_paths([REPO / "config.yaml"], build_schema())
     return (cfg, load_claims(REPO / "config" / "claims.yaml"),
             load_paper_numbers(REPO / "config" / "paper_numbers.csv"))
 

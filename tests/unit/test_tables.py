@@ -483,3 +483,16 @@ def test_a_method_that_never_split_is_named_under_the_table(tmp_path) -> None:
     # no method logging clusters: the note as before
     write_table(accuracy_table(two_run_aggregate()), md, tex, csv, caption="c")
     assert "cluster" not in md.read_text()
+
+
+def test_tuned_values_are_named_in_the_note(tmp_path) -> None:
+    table = accuracy_table(two_run_aggregate(), methods_order=["fedavg", "federico"])
+    md, tex, csv = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
+    line = "federico: epsilon chosen on validation from {0.1, 0.3}: p split 0: 0.3"
+    write_table(table, md, tex, csv, caption="c", tuning=[line])
+    note = md.read_text().strip().splitlines()[-1]
+    assert note.endswith(" " + line)
+    assert "p split 0: 0.3" in tex.read_text()
+    # without tuned methods the note is as before
+    write_table(table, md, tex, csv, caption="c")
+    assert "chosen on validation" not in md.read_text()

@@ -175,3 +175,45 @@ def test_select_job_writes_outputs(tmp_path) -> None:  # noqa: ANN001
     assert "sigma chosen on validation from {1e-05, 0.001}: p split 0: 0.001" in \
         open(out["md"]).read()
     assert len(pd.read_csv(out["csv"])) == 2
+
+
+def test_a_selection_at_the_grid_edge_is_said() -> None:
+    g = T.Grid("sigma", (1e-3, 1e-5, 1e-4), log=True)
+    assert T.edge(g, 1e-5) == " (the grid's lowest value)"
+    assert T.edge(g, 1e-3) == " (the grid's highest value)"
+    assert T.edge(g, 1e-4) == ""
+    assert T.edge(T.Grid("sigma", (1e-4,)), 1e-4) == ""  # a one-value grid has no edge
+    text = T.note([g], {("p", 0): {"sigma": 1e-5}, ("q", 1): {"sigma": 1e-4}}, "best_mean",
+                  10, [0], 0.2, labels={"p": "practical"})
+    assert ("sigma chosen on validation from {0.001, 1e-05, 0.0001}: practical split 0: "
+            "1e-05 (the grid's lowest value), q split 1: 0.0001 (best mean validation "
+            "accuracy, 10 rounds, seeds [0], 0.2 of each client's training rows held out; "
+            "the test rows never read).") == text
+
+
+def _final_runs(params: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"experiment": "e", "method": "fedamp", "partition": "p",
+                          "split_seed": 0, "train_seed": s, "params": json.dumps(params)}
+                         for s in (0, 1)])
+
+
+def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
+    selection = {"p": {"0": {"point": {"sigma": 1e-3, "prox": 0.1},
+                             "params": {"sigma": 1e-3, "alpha": 5e-5, "lam": 5e-6}}}}
+    spec = [{"experiment": "e", "method": "fedamp", "algorithm": "fedamp",
+             "grids": {"sigma": [1e-5, 1e-3], "prox": [0.1, 1.0]}, "log": ["sigma"],
+             "criterion": "best_mean", "rounds": 10, "seeds": [0], "fraction": 0.2,
+             "selection": selection},
+            {"experiment": "e", "method": "heurfedamp", "grids": {"sigma": [1.0]},
+             "criterion": "best_mean", "rounds": 10, "seeds": [0], "fraction": 0.2,
+             "selection": {}}]   # no heurfedamp run in the table: no note
+    runs = _final_runs({"init": "shared", "sigma": 1e-3, "alpha": 5e-5, "lam": 5e-6})
+    notes = T.table_notes(spec, runs, labels={"p": "practical"})
+    assert notes == ["fedamp: sigma chosen on validation from {1e-05, 0.001}: practical split 0: "
+                     "0.001 (the grid's highest value); prox chosen on validation from "
+                     "{0.1, 1}: practical split 0: 0.1 (the grid's lowest value) (best mean "
+                     "validation accuracy, 10 rounds, seeds [0], 0.2 of each client's "
+                     "training rows held out; the test rows never read)."]
+    # runs trained with other values than the selection's: the note would lie
+    with pytest.raises(ValueError, match="not the tuning selection"):
+        T.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))

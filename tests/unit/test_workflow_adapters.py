@@ -137,3 +137,22 @@ def test_all_targets_include_the_stored_files_behind_the_tables() -> None:
     assert f"results/partitions/digits/{PID}/split0.parquet" in targets
     assert "results/aggregate/tiny/federico.parquet" in targets
     assert "results/aggregate/tiny.parquet" in targets
+
+
+def test_table_tuning_names_each_tuned_method_with_its_grid_and_selection() -> None:
+    import copy
+
+    raw = copy.deepcopy(yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text()))
+    raw["methods"]["fedamp"] = {"algorithm": "fedamp"}
+    tiny = raw["experiments"]["tiny"]
+    tiny["methods"] = [*tiny["methods"], "fedamp"]
+    tiny["tune"] = {"rounds": 1, "methods": {"fedamp": {"sigma": [1e-5, 1e-3]}}}
+    cfg = parse(raw)
+    assert W.tuned_methods(cfg, "tiny") == ["fedamp"]
+    selection = {"p": {"0": {"point": {"sigma": 1e-3}, "params": {"sigma": 1e-3}}}}
+    spec = json.loads(W.table_tuning_json(cfg, ["tiny"], {("tiny", "fedamp"): selection}))
+    assert [(e["experiment"], e["method"], e["grids"], e["selection"]) for e in spec] == \
+        [("tiny", "fedamp", {"sigma": [1e-5, 1e-3]}, selection)]
+    assert "trials" not in spec[0] and spec[0]["criterion"] == "best_mean"
+    raw["experiments"]["tiny"].pop("tune")
+    assert W.table_tuning_json(parse(raw), ["tiny"], {}) == "[]"

@@ -23,7 +23,8 @@ TUNE_RUN = "results/tuning/tiny/runs/" + PART + "/fedamp/{point}/split0-seed0.pa
 SELECTION = "results/tuning/tiny/fedamp.json"
 TARGETS = [RUN.format(method="fedavg"), RUN.format(method="fedamp"),
            "results/tuning/tiny/fedamp.md", "results/tuning/tiny/fedamp.csv",
-           "figures/tiny-tuning-fedamp.png"]
+           "figures/tiny-tuning-fedamp.png", "figures/tiny-accuracy.png",
+           "results/tables/tiny.md"]
 
 
 def _config(grid: list[float], rounds: int) -> dict:
@@ -57,6 +58,27 @@ def _sigma(wd: Path, method: str = "fedamp") -> float:
     return json.loads(frame["params"].iloc[0])["sigma"]
 
 
+def _check_report(wd: Path) -> None:
+    """`snakemake --report`: the tuning figure beside the experiment, with its caption."""
+    import re
+    import zipfile
+
+    snakemake(wd, "--report", "report.zip", *TARGETS)
+    with zipfile.ZipFile(wd / "report.zip") as zf:
+        page = zf.read(next(n for n in zf.namelist() if n.endswith("report.html"))).decode()
+    data = {}
+    for key in ("categories", "results"):
+        m = re.search(rf"^\s*var {key} = (\{{.*\}});\s*$", page, re.MULTILINE)
+        assert m, f"no {key} in the report page"
+        data[key] = json.loads(m.group(1))
+    # beside the experiment's other figures: category = its paper, subcategory = it
+    shown = data["categories"]["Other experiments"]["tiny"]
+    assert any(p.endswith("figures/tiny-tuning-fedamp.png") for p in shown)
+    assert any(p.endswith("figures/tiny-accuracy.png") for p in shown)
+    entry = next(r for p, r in data["results"].items() if p.endswith("tiny-tuning-fedamp.png"))
+    assert "Tuning of fedamp: mean validation accuracy" in entry["caption"]
+
+
 def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
     wd = new_workdir(tmp_path / "wd", _config([1e-5], 2))
     first = _build(wd, [1e-5], 2)
@@ -67,6 +89,11 @@ def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
     assert selection[PART]["0"]["params"] == {"sigma": 1e-5, "alpha": 2.5e-6, "lam": 2.5e-6}
     md = (wd / "results/tuning/tiny/fedamp.md").read_text()
     assert "sigma chosen on validation from {1e-05}" in md
+    # the experiment's table says how FedAMP's sigma was chosen; FedAvg is not tuned
+    note = (wd / "results/tables/tiny.md").read_text().strip().splitlines()[-1]
+    assert "fedamp: sigma chosen on validation from {1e-05}: " in note
+    assert "fedavg:" not in note
+    _check_report(wd)
 
     # a second value: its tuning run only (the first value's is kept), FedAvg's run kept,
     # and the FedAMP final run reruns exactly when the selection changed

@@ -251,6 +251,38 @@ def tuning_selection_input(wildcards):
                                                      method=wildcards.method))}
 
 
+def tuning_notes(experiments):
+    """The table job's --tuning JSON: waits for the experiments' tuning selections."""
+    selections = {}
+    for name in experiments:
+        for method in W.tuned_methods(CFG, name):
+            path = checkpoints.tune_select.get(experiment=name, method=method).output.selection
+            selections[(name, method)] = W.read_selection(path)
+    return W.table_tuning_json(CFG, experiments, selections)
+
+
+def selections(experiments):
+    """The experiments' tuning selections (ancient: a rewrite reruns via the params)."""
+    return [ancient(W.TUNE_SELECTION.format(experiment=name, method=method))
+            for name in experiments for method in W.tuned_methods(CFG, name)]
+
+
+def experiment_selections(wildcards):
+    return selections([wildcards.experiment])
+
+
+def table_selections(wildcards):
+    return selections(CFG.tables[wildcards.table].experiments)
+
+
+def experiment_tuning(wildcards):
+    return tuning_notes([wildcards.experiment])
+
+
+def table_tuning(wildcards):
+    return tuning_notes(CFG.tables[wildcards.table].experiments)
+
+
 def tune_split_fraction(wildcards):
     return CFG.experiments[wildcards.experiment].tune.fraction
 

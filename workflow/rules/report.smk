@@ -8,7 +8,8 @@
 rule table:
     localrule: True
     input:
-        W.AGGREGATE,
+        agg=W.AGGREGATE,
+        tuned=experiment_selections,
     output:
         md=W.pattern(W.TABLE, ext="md"),
         tex=W.pattern(W.TABLE, ext="tex"),
@@ -18,15 +19,16 @@ rule table:
         source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
+        tuning=experiment_tuning,
     log:
         "logs/table/{experiment}.log",
     conda:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
-        " > {log:q} 2>&1"
+        " --tuning {params.tuning:q} > {log:q} 2>&1"
 
 
 rule communication_table:
@@ -56,7 +58,8 @@ rule communication_table:
 rule table_combined:
     localrule: True
     input:
-        table_aggregates,
+        agg=table_aggregates,
+        tuned=table_selections,
     output:
         md=W.pattern(W.COMBINED_TABLE, ext="md"),
         tex=W.pattern(W.COMBINED_TABLE, ext="tex"),
@@ -69,16 +72,17 @@ rule table_combined:
         metric=table_metric,
         caption=table_caption,
         experiments=table_experiments,
+        tuning=table_tuning,
     log:
         "logs/table/{table}.log",
     conda:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input:q} --md {output.md:q} --tex {output.tex:q}"
+        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
-        " --experiments {params.experiments:q} > {log:q} 2>&1"
+        " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1"
 
 
 rule claims:

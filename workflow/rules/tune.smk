@@ -68,7 +68,8 @@ checkpoint tune_select:
         md=W.pattern(W.TUNE_TABLE, ext="md"),
         csv=W.pattern(W.TUNE_TABLE, ext="csv"),
         pdf=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="pdf"),
-        png=W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="png"),
+        # in `snakemake --report` beside the experiment's other figures
+        png=report(W.pattern(W.FIGURE, kind=W.TUNE_KIND, ext="png"), **figure_report("tuning: {method}")),
     params:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,

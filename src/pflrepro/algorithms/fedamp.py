@@ -34,8 +34,8 @@ Choices where the paper is silent (the text gives no hyperparameter values):
   0.05: after 2–10 rounds ≈ 8e-6–1.2e-5 across groups, ≈ 1e-6–4e-6 within);
   α/σ = 0.01 keeps ξ_ii ≥ 0 at any distances for up to 101 clients (each peer weighs
   1 % at zero distance); λ = α makes the proximal coefficient λ/α = 1, as the
-  reference code's λ = α_K = 1. ``config.yaml`` sets its experiments' values (α = σ/K)
-  beside their keys;
+  reference code's λ = α_K = 1. ``config.yaml``'s FedAMP experiments do not use these
+  defaults: they select σ and λ/α on validation (their ``tune:`` blocks, α = σ/K);
 * the client's local optimisation *starts from u_i* (the common choice; the exact
   minimiser does not depend on the start) and runs the engine's usual local steps;
   clients keep their own optimiser state across rounds, as in FedAvg here;

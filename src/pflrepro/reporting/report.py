@@ -41,8 +41,17 @@ OTHER = "Other experiments"
 CLAIMS_CATEGORY = "Claims"
 PARTITIONS_CATEGORY = "Data partitions"
 #: What each plot rule draws (``{method}`` / ``{client}``: its wildcards), by rule name:
-#: the captions the figure modules declare (:mod:`pflrepro.reporting.figures.kinds`).
-FIGURES: Mapping[str, str] = {kind.rule: kind.caption for kind in KINDS.values()}
+#: the captions the figure modules declare (:mod:`pflrepro.reporting.figures.kinds`),
+#: and the tuning stage's figure (drawn by ``tune_select``).
+FIGURES: Mapping[str, str] = {
+    **{kind.rule: kind.caption for kind in KINDS.values()},
+    "tune_select": "Tuning of {method}: mean validation accuracy over the tuning seeds "
+                   "against each value tried (log axis for a logarithmic grid; with "
+                   "several keys, the others at their selected values), one line per "
+                   "partition and split; the selected value ringed. Validation rows are "
+                   "held out of each client's training rows; the test rows are never "
+                   "read. Every value tried: results/tuning/<experiment>/<method>.md.",
+}
 
 
 # --------------------------------------------------------------------------- categories

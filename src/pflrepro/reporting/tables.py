@@ -628,6 +628,8 @@ class TableText:
     diverged: list[list[int]] = dataclasses.field(default_factory=list)
     #: Methods that kept every client in one cluster (:func:`one_cluster_methods`).
     one_cluster: list[str] = dataclasses.field(default_factory=list)
+    #: Per tuned method: how its values were chosen (:func:`pflrepro.tuning.table_notes`).
+    tuning: list[str] = dataclasses.field(default_factory=list)
 
     def header(self, key: tuple[str, ...]) -> str:
         """The flat header of column ``key``: ``<experiment> · <partition>`` or the partition."""
@@ -660,6 +662,8 @@ class TableText:
             text += (f" {names}: every client stayed in one cluster in every round of "
                      f"every run (no split), so it trained a single global model, as "
                      f"FedAvg does.")
+        for line in self.tuning:
+            text += f" {escape(line)}"
         return text
 
 
@@ -700,10 +704,11 @@ def _cell_counts(table: pd.DataFrame, keys: Sequence[tuple[str, ...]],
 
 def table_text(table: pd.DataFrame, caption: str, *, decimals: int = 1,
                labels: Mapping[str, str] | None = None,
-               experiment_labels: Mapping[str, str] | None = None) -> TableText:
+               experiment_labels: Mapping[str, str] | None = None,
+               tuning: Sequence[str] = ()) -> TableText:
     """Resolve the labels and count the runs of an :func:`accuracy_table` result.
 
-    ``labels`` and ``experiment_labels`` as in :func:`write_table`. Raises
+    ``labels``, ``experiment_labels`` and ``tuning`` as in :func:`write_table`. Raises
     ``ValueError`` for a malformed or empty table, or labels that make two columns look
     the same.
     """
@@ -729,7 +734,8 @@ def table_text(table: pd.DataFrame, caption: str, *, decimals: int = 1,
                      single=bool(tidy["std"].isna().any()), decimals=decimals,
                      diverged=[[diverged.get((str(method), *key), 0) for key in keys]
                                for method in table.index] if diverged else [],
-                     one_cluster=list(table.attrs.get("one_cluster") or []))
+                     one_cluster=list(table.attrs.get("one_cluster") or []),
+                     tuning=list(tuning))
 
 
 def render_markdown(text: TableText) -> str:
@@ -789,7 +795,8 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
                 tex_path: str | os.PathLike[str], csv_path: str | os.PathLike[str],
                 caption: str, *, decimals: int = 1,
                 labels: Mapping[str, str] | None = None,
-                experiment_labels: Mapping[str, str] | None = None) -> None:
+                experiment_labels: Mapping[str, str] | None = None,
+                tuning: Sequence[str] = ()) -> None:
     r"""Write an :func:`accuracy_table` result as Markdown, LaTeX and tidy CSV, atomically.
 
     * Markdown (:func:`render_markdown`): a pipe table with cells ``83.2 ± 1.4``
@@ -810,10 +817,12 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
     (and override) those given to :func:`accuracy_table`; unlabelled ids show as
     themselves. Cells whose ``n`` differs from the most common ``n`` carry
     ``(n=...)``; cells without runs show a dash. Raises ``ValueError`` for a malformed
-    or empty table, or labels that make two columns look the same.
+    or empty table, or labels that make two columns look the same. ``tuning``: sentences
+    appended to the note, one per tuned method (:func:`pflrepro.tuning.table_notes`:
+    "sigma chosen on validation from {...}: ...").
     """
     text = table_text(table, caption, decimals=decimals, labels=labels,
-                      experiment_labels=experiment_labels)
+                      experiment_labels=experiment_labels, tuning=tuning)
     csv = tidy_table(table).to_csv(index=False, lineterminator="\n")
     write_text(md_path, render_markdown(text))
     write_text(tex_path, render_latex(text))

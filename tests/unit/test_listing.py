@@ -1,0 +1,68 @@
+"""pflrepro.listing: hyperparameters stated by the paper, set by us, tuned or default."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pflrepro.config import parse
+from pflrepro.listing import hyperparameters, render
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+
+
+def _config() -> dict:
+    raw = copy.deepcopy(TINY)
+    raw["methods"]["federico"]["sources"] = {"beta": "paper: FedeRiCo's default 0.6",
+                                             "epsilon": "unstated: our reading"}
+    raw["methods"]["fedamp"] = {"algorithm": "fedamp", "distance": "mean",
+                                "sources": {"sigma": "unstated: no value in the text"}}
+    tiny = raw["experiments"]["tiny"]
+    tiny["methods"] = [*tiny["methods"], "fedamp"]
+    other = copy.deepcopy(tiny)
+    other.pop("tune", None)
+    raw["experiments"]["other"] = other
+    tiny["tune"] = {"rounds": 1, "methods": {"fedamp": {"sigma": [1e-5, 1e-3]}}}
+    return raw
+
+
+def _lines(text: str, method: str) -> list[str]:
+    block = text.split(f"## {method} (")[1].split("\n\n")[0]
+    return block.splitlines()[1:]
+
+
+def test_each_value_says_where_it_comes_from() -> None:
+    text = hyperparameters(parse(_config()))
+    fed = _lines(text, "federico")
+    assert "  - beta = 0.6: stated by the paper (FedeRiCo's default 0.6)" in fed
+    assert "  - epsilon = 0.3: the algorithm's default (unstated: our reading)" in fed
+    assert "  - neighbors = 3: the algorithm's default" in fed
+    amp = _lines(text, "fedamp")
+    assert ("  - sigma = tuned: tuned on validation by tiny (unstated: no value in the text); "
+            "the algorithm's default 1e-05 in other") in amp
+    # alpha and lam follow sigma (FedAMP.tied_values) where it is tuned
+    assert ("  - alpha = tuned: tied to the tuned values by tiny; the algorithm's default "
+            "1e-07 in other") in amp
+    assert "  - distance = 'mean': set by us (no reason given in the config)" in amp
+    assert "  - init = 'shared': the algorithm's default" in amp
+
+
+def test_a_value_the_config_fixes_is_set_not_tuned() -> None:
+    raw = _config()
+    raw["methods"]["fedamp"]["sigma"] = 1e-4
+    raw["methods"]["fedamp"]["sources"]["sigma"] = "unstated: calibrated by hand"
+    raw["experiments"]["tiny"]["tune"]["methods"]["fedamp"]["prox"] = [1.0]
+    amp = _lines(hyperparameters(parse(raw)), "fedamp")
+    assert "  - sigma = 0.0001: set by us: calibrated by hand" in amp
+    assert any(line.startswith("  - prox = tuned: tuned on validation by tiny") for line in amp)
+
+
+def test_render_needs_a_config_for_hyperparameters() -> None:
+    with pytest.raises(ValueError, match="needs a config"):
+        render("hyperparameters")
+    assert "## fedamp (fedamp)" in render("all", parse(_config()))
+    assert "# Hyperparameters of the config" not in render("all")
