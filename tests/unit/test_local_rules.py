@@ -12,17 +12,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
-CLUSTER_RULES = {"train", "tune_train"}  # training jobs: the tuning runs too
+#: training jobs: the tuning runs too, and train.smk's train_<runs> (several runs per
+#: job), defined in a loop (``rule:`` then ``name: _batch.rule``)
+CLUSTER_RULES = {"train", "tune_train", "_batch.rule"}
 
 
 def rule_blocks(text: str) -> dict[str, list[str]]:
     """Rule name -> the lines of its block (up to the next top-level statement)."""
     blocks: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
         match = re.match(r"^rule (\w+):", line)
         if match:
             current = blocks.setdefault(match.group(1), [])
+        elif re.match(r"^    rule\s*:", line):  # in a loop: named by its `name:` EXPR
+            name = next(n.strip() for n in lines[i + 1:]
+                        if n.strip() and not n.strip().startswith("name:"))
+            current = blocks.setdefault(name, [])
         elif line and not line[0].isspace() and not line.startswith("#"):
             current = None
         elif current is not None:
@@ -46,7 +53,7 @@ def is_local(block: list[str]) -> bool:
 def test_the_parser_sees_every_rule() -> None:
     rules = all_rules()
     assert {"all", "train", "prepare_data", "communication_table", "plot_communication",
-            "plot_architectures", "claims"} <= set(rules)
+            "plot_architectures", "claims", "_batch.rule"} <= set(rules)
     assert len(rules) >= 25
 
 

@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 RULE_FILES = [*sorted((REPO / "workflow/rules").glob("*.smk")), REPO / "Snakefile"]
 
 _RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:")
+#: A rule defined in a loop (train.smk's train_<runs>): ``rule:`` then ``name:`` EXPR.
+_LOOP_RULE = re.compile(r"^\s+rule\s*:")
 _SHELL = re.compile(r"^(\s+)shell:\s*(.*)$")
 
 #: A value no shell word may split, expand or run (starts with a letter: no option).
@@ -41,6 +43,10 @@ def shell_templates(text: str) -> dict[str, str]:
     for i, line in enumerate(lines):
         if m := _RULE.match(line):
             rule = m[1]
+            continue
+        if _LOOP_RULE.match(line):  # named by the expression after its `name:`
+            rule = next(n.strip() for n in lines[i + 1:] if n.strip() and
+                        not n.strip().startswith("name:"))
             continue
         if not (m := _SHELL.match(line)) or rule is None:
             continue
@@ -94,7 +100,7 @@ def render(template: str, value: str) -> str:
 
 def test_the_scanner_finds_every_rule_shell() -> None:
     assert {"train", "prepare_data", "partition", "table_combined", "aggregate_method",
-            "cost_table", "plot_partition", "report_table"} <= set(TEMPLATES)
+            "cost_table", "plot_partition", "report_table", "_batch.rule"} <= set(TEMPLATES)
     assert len(TEMPLATES) >= 25
 
 
@@ -128,12 +134,19 @@ _TYPED: dict[str, object] = {
     "params.public": ["--public", HOSTILE, "--public-data", HOSTILE],
     "params.exclude": ["--exclude-partition", HOSTILE],
     "params.args": ["--benchmarks", HOSTILE, "--logs", HOSTILE, "--training", HOSTILE]}
+#: The same for train.smk's train_<runs> (several runs in one job): one word per run,
+#: as many as params.spec has, and the runs' outputs.
+_BATCH_TYPED: dict[str, object] = {
+    **_TYPED, "params.spec": [HOSTILE, HOSTILE], "params.partitions": [HOSTILE, HOSTILE],
+    "params.checkpoints": [HOSTILE, HOSTILE], "params.logs": [HOSTILE, HOSTILE],
+    "output": [HOSTILE, HOSTILE]}
 
 
-def cli_args(template: str, caption: str = HOSTILE) -> list[str]:
+def cli_args(template: str, caption: str = HOSTILE,
+             typed: dict[str, object] = _TYPED) -> list[str]:
     """The formatted command's words after ``python -m pflrepro --require-source SRC``,
     up to the redirection."""
-    values: dict[str, object] = {name: _TYPED.get(name, HOSTILE)
+    values: dict[str, object] = {name: typed.get(name, HOSTILE)
                                  for name, _ in fields(template)}
 
     class Ns:
@@ -167,7 +180,8 @@ def test_every_rule_runs_this_workflows_own_package(rule: str) -> None:
 
 @pytest.mark.parametrize("rule", sorted(TEMPLATES))
 def test_every_rule_command_parses_with_the_cli(rule: str) -> None:
-    args = build_parser().parse_args(cli_args(TEMPLATES[rule]))
+    args = build_parser().parse_args(
+        cli_args(TEMPLATES[rule], typed=_BATCH_TYPED if rule == "_batch.rule" else _TYPED))
     parsed = [v for v in vars(args).values()]
     flat = [x for v in parsed for x in (v if isinstance(v, list) else [v])]
     assert any(isinstance(x, str) and HOSTILE in x for x in flat), rule

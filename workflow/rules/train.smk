@@ -77,7 +77,7 @@ for _batch in TRAIN_BATCHES:
             mem_mb=train_resources("mem_mb"),
             runtime=batch_runtime(_batch.pairs),
         log:
-            W.pattern(W.BATCH_LOG, runs=_batch.label),
+            job=W.pattern(W.BATCH_LOG, runs=_batch.label),
             runs=[W.pattern(W.TRAIN_LOG, split=s, seed=t) for s, t in _batch.pairs],
         benchmark:
             W.pattern(W.BATCH_BENCHMARK, runs=_batch.label)
@@ -88,4 +88,4 @@ for _batch in TRAIN_BATCHES:
             " train --spec {params.spec:q} --data {input.meta:q}"
             " --partition {params.partitions:q} --checkpoint {params.checkpoints:q}"
             " --log {params.logs:q} {params.public:q}"
-            " --threads {threads:q} --partial --out {output:q} > {log[0]:q} 2>&1"
+            " --threads {threads:q} --partial --out {output:q} > {log.job:q} 2>&1"
