@@ -5,6 +5,7 @@ Each subcommand does one stage and writes its outputs atomically::
     pflrepro prepare   --dataset digits --out results/data/digits --raw data/raw
     pflrepro partition --data results/data/digits --dataset digits --spec JSON --seed 0 --out P
     pflrepro train     --spec JSON --data DIR --partition P --out RUN.parquet
+                       (several runs: --spec J1 J2 --partition P1 P2 --out R1 R2 --log L1 L2)
     pflrepro aggregate --out AGG.parquet RUN.parquet ...
     pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
     pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("pflrepro")
+#: Every log line's format (a training run's own log file takes the same).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _prepare(args: argparse.Namespace) -> None:
@@ -94,14 +97,24 @@ def _public(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from pflrepro.run import train_job
+    from pflrepro.run import Member, train_jobs
 
-    public = (args.public, args.public_data) if args.public else None
+    n = len(args.spec)
+    for flag, values in (("--partition", args.partition), ("--out", args.out),
+                         ("--checkpoint", args.checkpoint), ("--public", args.public),
+                         ("--log", args.log)):
+        if values is not None and len(values) != n:
+            raise ValueError(f"{flag}: {len(values)} given for {n} --spec; one per run, "
+                             "in the order of --spec")
     if args.public and not args.public_data:
         raise ValueError("--public needs --public-data (the public set's data set)")
-    train_job(args.spec, args.data, args.partition, args.out, threads=args.threads,
-              progress=args.progress, checkpoint=args.checkpoint,
-              checkpoint_every=args.checkpoint_every, public=public, partial=args.partial)
+    members = [Member(spec, args.partition[i], args.out[i],
+                      args.checkpoint[i] if args.checkpoint else None,
+                      (args.public[i], args.public_data) if args.public else None,
+                      args.log[i] if args.log else None)
+               for i, spec in enumerate(args.spec)]
+    train_jobs(members, args.data, threads=args.threads, progress=args.progress,
+               checkpoint_every=args.checkpoint_every, partial=args.partial)
 
 
 def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
@@ -445,25 +458,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.set_defaults(func=_public)
 
-    p = sub.add_parser("train", help="run one training job")
-    p.add_argument("--spec", required=True, help="run spec as JSON")
+    p = sub.add_parser(
+        "train", help="run a training job: one run, or several in turn in one process",
+        description="Several runs: give --spec, --partition, --out (and --checkpoint, "
+        "--public, --log when used) once per run, in the same order; the runs are trained "
+        "one after another, each exactly as alone, each writing its own table.")
+    p.add_argument("--spec", required=True, nargs="+", help="run spec(s) as JSON")
     p.add_argument("--data", required=True)
-    p.add_argument("--partition", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--partition", required=True, nargs="+", help="partition file per run")
+    p.add_argument("--out", required=True, nargs="+", help="run table per run")
     p.add_argument("--threads", type=_positive_int, default=1,
                    help="CPU: clients run side by side on this many threads, one core each "
                    "(same results for any value); GPU: torch's CPU threads")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
-    p.add_argument("--checkpoint", help="checkpoint file: resume from it if it holds this "
-                   "spec, save to it every --checkpoint-every rounds and on SIGTERM, delete "
-                   "it once the results are written")
+    p.add_argument("--checkpoint", nargs="+", help="checkpoint file per run: resume from it "
+                   "if it holds this spec, save to it every --checkpoint-every rounds and on "
+                   "SIGTERM, delete it once every run's results are written")
     p.add_argument("--checkpoint-every", type=int, default=10, metavar="ROUNDS")
-    p.add_argument("--public", help="public set file (methods that distill on one)")
+    p.add_argument("--public", nargs="+",
+                   help="public set file per run (methods that distill on one)")
     p.add_argument("--public-data", help="the public set's prepared data set (meta.json)")
+    p.add_argument("--log", nargs="+", help="log file per run: that run's lines only "
+                   "(all lines still go to stderr)")
     p.add_argument("--partial", action="store_true",
-                   help="write the run table so far to <out>.partial.parquet (for a running "
-                   "job's curve) at every checkpoint, or every --checkpoint-every rounds; "
-                   "deleted once --out is written")
+                   help="write each run's table so far to <out>.partial.parquet (for a "
+                   "running job's curve) at every checkpoint, or every --checkpoint-every "
+                   "rounds; deleted once its --out is written")
     p.set_defaults(func=_train)
 
     p = sub.add_parser(
@@ -657,7 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=LOG_FORMAT)
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
     try:
         if args.require_source is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pflrepro import devices
 from pflrepro import results as R
 from pflrepro.algorithms import get_algorithm
 from pflrepro.algorithms.base import Algorithm, parse_hyper
-from pflrepro.checkpoint import Checkpointer
+from pflrepro.checkpoint import Checkpointer, Interrupted
 from pflrepro.data.federated import FederatedData
 from pflrepro.data.partition import read_partition
 from pflrepro.data.public import read_public
@@ -200,35 +201,111 @@ def _train(engine: Engine, algorithm: Algorithm, spec: RunSpec, progress: RoundP
 
 
 # ------------------------------------------------------------------ jobs of the CLI
-def train_job(spec_json: str, data: str | Path, partition: str | Path, out: str | Path, *,
-              threads: int = 1, progress: bool = False, checkpoint: str | Path | None = None,
-              checkpoint_every: int = 10,
-              public: tuple[str | Path, str | Path] | None = None,
-              partial: bool = False) -> pd.DataFrame:
-    """``pflrepro train``: run the spec, write the run table to ``out``, tidy up.
+@dataclass(frozen=True)
+class Member:
+    """One run of a training job: its spec (JSON), partition, output and per-run files.
 
-    ``checkpoint``: resume from and save to that file (keyed by the spec's SHA-256),
-    deleted once ``out`` is written. ``partial``: write the table so far to
-    :func:`pflrepro.progress.partial_path` of ``out`` at every checkpoint (or every
-    ``checkpoint_every`` rounds), deleted once ``out`` is written.
+    ``checkpoint``: resume from and save to that file (keyed by the spec's SHA-256).
+    ``public``: (public-set file, its data set's directory), for a spec with one.
+    ``log``: the run's own log file (its lines only; truncated when the run starts).
+    """
+
+    spec: str
+    partition: str | Path
+    out: str | Path
+    checkpoint: str | Path | None = None
+    public: tuple[str | Path, str | Path] | None = None
+    log: str | Path | None = None
+
+
+@contextlib.contextmanager
+def _run_log(path: str | Path | None) -> Iterator[None]:
+    """While the block runs, copy every log record (INFO and up) to ``path`` too."""
+    if path is None:
+        yield
+        return
+    root = logging.getLogger()
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    formats = [h.formatter for h in root.handlers if h.formatter is not None]
+    handler.setFormatter(formats[0] if formats else logging.Formatter(LOG_FORMAT))
+    level = root.level
+    root.setLevel(min(level, logging.INFO))  # its progress lines at least
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
+#: A run's own log file's line format where logging has no formatted handler yet
+#: (the CLI's handler lends it its own).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
+               progress: bool = False, checkpoint_every: int = 10,
+               partial: bool = False) -> list[pd.DataFrame]:
+    """``pflrepro train``: train each member in turn in this process, write its run table.
+
+    Several runs of one (experiment, partition, method) share one job so that they pay
+    the interpreter's and torch's start-up once. Each run is trained exactly as alone
+    (its own engine, seeds and checkpoint; nothing is carried from one run to the
+    next), logs to its own ``log`` and writes its table atomically with its digest
+    (:func:`pflrepro.io.write_parquet`). The first run that fails (or is stopped by
+    SIGTERM) stops the job: the runs before it are complete files, the ones after it
+    are not started, and none is half-written. ``partial``: each run's table so far at
+    :func:`pflrepro.progress.partial_path` of its ``out``, deleted once ``out`` is
+    written. Checkpoints are deleted once every member's table is written, so that a
+    retry of a job stopped part-way resumes its finished runs from their last
+    checkpoint rather than from round 0.
     """
     import hashlib
 
     from pflrepro.io import write_parquet
     from pflrepro.progress import partial_path, remove_partial
 
-    spec = RunSpec.from_json(spec_json)
-    checkpointer = None
-    if checkpoint:
-        fingerprint = hashlib.sha256(spec_json.encode()).hexdigest()
-        checkpointer = Checkpointer(Path(checkpoint), fingerprint, checkpoint_every)
-    frame = run(spec, data, partition, threads=threads, progress=progress,
-                checkpoint=checkpointer, public=public,
-                partial=partial_path(out) if partial else None,
-                partial_every=checkpoint_every)
-    write_parquet(frame, out)
-    log.info("wrote %s (%d rows)", out, len(frame))
-    remove_partial(out)
-    if checkpointer is not None:
+    outs = [str(m.out) for m in members]
+    if len(set(outs)) != len(outs):
+        raise ValueError(f"train: an output is given twice: {outs}")
+    specs = [RunSpec.from_json(m.spec) for m in members]  # every spec parses before any run
+    checkpointers: list[Checkpointer] = []
+    frames = []
+    for member, spec in zip(members, specs, strict=True):
+        with _run_log(member.log):
+            checkpointer = None
+            if member.checkpoint:
+                fingerprint = hashlib.sha256(member.spec.encode()).hexdigest()
+                checkpointer = Checkpointer(Path(member.checkpoint), fingerprint,
+                                            checkpoint_every)
+                checkpointers.append(checkpointer)
+            try:
+                frame = run(spec, data, member.partition, threads=threads, progress=progress,
+                            checkpoint=checkpointer, public=member.public,
+                            partial=partial_path(member.out) if partial else None,
+                            partial_every=checkpoint_every)
+            except Interrupted:
+                raise  # SIGTERM: its checkpoint is saved; the CLI says so
+            except Exception as err:
+                log.error("%s, split %d, seed %d failed: %s", spec.method, spec.split_seed,
+                          spec.train_seed, err)
+                raise
+            write_parquet(frame, member.out)
+            log.info("wrote %s (%d rows)", member.out, len(frame))
+            remove_partial(member.out)
+        frames.append(frame)
+    for checkpointer in checkpointers:
         checkpointer.remove()
-    return frame
+    return frames
+
+
+def train_job(spec_json: str, data: str | Path, partition: str | Path, out: str | Path, *,
+              threads: int = 1, progress: bool = False, checkpoint: str | Path | None = None,
+              checkpoint_every: int = 10,
+              public: tuple[str | Path, str | Path] | None = None,
+              partial: bool = False) -> pd.DataFrame:
+    """One run of :func:`train_jobs` (its log lines go where logging already goes)."""
+    return train_jobs([Member(spec_json, partition, out, checkpoint, public)], data,
+                      threads=threads, progress=progress, checkpoint_every=checkpoint_every,
+                      partial=partial)[0]

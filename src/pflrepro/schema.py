@@ -322,6 +322,24 @@ def build_schema() -> dict[str, Any]:
                                      "`--config scale=cpu`."},
             "training": {"$ref": "#/$defs/training",
                          "description": "Training defaults of every experiment."},
+            "runs_per_job": {
+                "type": "object", "additionalProperties": False,
+                "default": {"paper": 1, "cpu": "all"},
+                "description": "Training runs per training job, by the experiments' scale: "
+                               "the runs of one experiment, partition and method (its split "
+                               "and training seeds, in order) are trained this many at a "
+                               "time in one process ('all': all of them), so that small "
+                               "runs pay Python's and torch's start-up once. Each run still "
+                               "writes its own table, digest, log and checkpoint, with the "
+                               "same bytes as alone. The trade: a job reruns as a whole, so "
+                               "a changed spec of one run (or an added seed in its chunk) "
+                               "reruns its job-mates too. Default: 1 at paper scale (big "
+                               "runs, one GPU job each), 'all' at CPU scale.",
+                "properties": {scale: {"oneOf": [{"type": "integer", "minimum": 1},
+                                                 {"const": "all"}],
+                                       "default": {"paper": 1, "cpu": "all"}[scale]}
+                               for scale in SCALES},
+            },
             "tables": {
                 "type": "object",
                 "description": "Tables over several experiments, by name.",

@@ -10,9 +10,11 @@ nothing else reads it (the plot rules, made in a loop, take theirs from
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pflrepro import results as R
@@ -451,6 +453,102 @@ def train_resource(cfg: WorkflowConfig, wildcards: Any, name: str) -> int:
     return int(res[name])
 
 
+# ------------------------------------------------------------- runs sharing a job
+#: A job that trains several runs of one experiment, partition and method (the rules
+#: ``train_<runs>``, ``runs`` e.g. ``s0t0_s1t0``: split 0 seed 0, split 1 seed 0): its
+#: benchmark record and its own log (the process's stderr: every member's lines, and
+#: what happens before the first run starts); each run logs to TRAIN_LOG as alone.
+BATCH_BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
+                   "runs-{runs}.tsv")
+BATCH_LOG = "logs/train/{experiment}/{partition}/{method}/runs-{runs}.log"
+#: Runs per training job by scale where the config's ``runs_per_job`` says nothing
+#: (the schema's defaults; None: all runs of an experiment, partition and method).
+RUNS_PER_JOB: Mapping[str, int | None] = {"paper": 1, "cpu": None}
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """The (split, seed) runs one training job trains, for each of ``experiments``.
+
+    One Snakemake rule each (:attr:`rule`), its ``experiment`` wildcard limited to
+    ``experiments``; ``partition`` and ``method`` stay wildcards.
+    """
+
+    pairs: tuple[tuple[int, int], ...]
+    experiments: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The runs as a name part, e.g. ``s0t0_s1t0`` (split 0 seed 0, split 1 seed 0)."""
+        return "_".join(f"s{split}t{seed}" for split, seed in self.pairs)
+
+    @property
+    def rule(self) -> str:
+        """The Snakemake rule that trains them."""
+        return f"train_{self.label}"
+
+
+def runs_per_job(raw: Mapping[str, Any], scale: str) -> int | None:
+    """The config's runs per training job at ``scale`` (None: all of a method's runs)."""
+    value = dict(raw.get("runs_per_job") or {}).get(scale, RUNS_PER_JOB[scale])
+    if value == "all" or value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"runs_per_job.{scale}: a positive integer or 'all', got {value!r}")
+    return value
+
+
+def train_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TrainBatch]:
+    """The jobs of the experiments whose scale trains several runs per job.
+
+    An experiment's runs of one partition and method are its seed pairs in order
+    (:meth:`pflrepro.config.ExperimentConfig.seed_pairs`), cut into chunks of
+    ``runs_per_job`` (the last may be shorter); experiments with the same chunk share
+    its rule. Experiments at one run per job are left to the ``train`` rule
+    (:func:`single_run_experiments`).
+    """
+    chunks: dict[tuple[tuple[int, int], ...], list[str]] = {}
+    for name, exp in cfg.experiments.items():
+        size = runs_per_job(raw, exp.scale)
+        if size == 1:
+            continue
+        pairs = tuple(exp.seed_pairs())
+        size = size or len(pairs)
+        for i in range(0, len(pairs), size):
+            chunks.setdefault(pairs[i:i + size], []).append(name)
+    return [TrainBatch(pairs, tuple(names)) for pairs, names in chunks.items()]
+
+
+def single_run_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[str]:
+    """Experiments trained one run per job (the ``train`` rule's ``experiment``)."""
+    return [name for name, exp in cfg.experiments.items()
+            if runs_per_job(raw, exp.scale) == 1]
+
+
+def member_wildcards(wildcards: Any, split: int, seed: int) -> Any:
+    """A batch job's wildcards with one member's ``split`` and ``seed`` (as the train rule's)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(experiment=wildcards.experiment, partition=wildcards.partition,
+                           method=wildcards.method, split=str(split), seed=str(seed))
+
+
+def batch_member_paths(wildcards: Any, pairs: Sequence[tuple[int, int]],
+                       template: str) -> list[str]:
+    """``template`` (RUN, TRAIN_LOG, BENCHMARK, ...) of each member of a batch job."""
+    return [template.format(experiment=wildcards.experiment, partition=wildcards.partition,
+                            method=wildcards.method, split=split, seed=seed)
+            for split, seed in pairs]
+
+
+def batch_of(batches: Sequence[TrainBatch], key: RunKey) -> TrainBatch | None:
+    """The batch job that trains run ``key``, None where it has a job of its own."""
+    for batch in batches:
+        if key.experiment in batch.experiments and (key.split, key.seed) in batch.pairs:
+            return batch
+    return None
+
+
 def public_exclude_arg(source: str, dataset: str, partition: str) -> str:
     """``--exclude-partition P`` when the public set comes from the clients' data set."""
     return f"--exclude-partition {partition}" if source == dataset else ""
@@ -488,17 +586,32 @@ def cost_inputs(cfg: WorkflowConfig, experiment: str) -> list[str]:
     return _job_paths(cfg, experiment, RUN)
 
 
-def cost_args(cfg: WorkflowConfig, experiment: str) -> str:
+def _benchmark_paths(cfg: WorkflowConfig, experiment: str,
+                     batches: Sequence[TrainBatch]) -> list[str]:
+    """The benchmark record of the job that trains each run, in :func:`cost_inputs` order."""
+    out = []
+    for method in cfg.experiments[experiment].methods:
+        for k in cfg.runs(experiment, method):
+            batch = batch_of(batches, k)
+            out.append(BENCHMARK.format(**dataclasses.asdict(k)) if batch is None else
+                       BATCH_BENCHMARK.format(experiment=k.experiment, partition=k.partition,
+                                              method=k.method, runs=batch.label))
+    return out
+
+
+def cost_args(cfg: WorkflowConfig, experiment: str,
+              batches: Sequence[TrainBatch] = ()) -> str:
     """``--benchmarks ... --logs ... --training JSON`` of the cost job (shell-quoted).
 
     The benchmark records and logs are written by the train jobs that write the runs
     (the cost rule's inputs), so they exist when the runs do; they are arguments, not
-    inputs, since Snakemake tracks neither as an output.
+    inputs, since Snakemake tracks neither as an output. Runs trained by one job
+    (``batches``: :func:`train_batches`) share its benchmark record.
     """
     import shlex
 
     training = canonical_json(cfg.experiments[experiment].training.to_dict())
-    return " ".join(["--benchmarks", *_job_paths(cfg, experiment, BENCHMARK),
+    return " ".join(["--benchmarks", *_benchmark_paths(cfg, experiment, batches),
                      "--logs", *_job_paths(cfg, experiment, TRAIN_LOG),
                      "--training", shlex.quote(training)])
 

@@ -75,10 +75,15 @@ ROUNDS = yaml.safe_load(DEMO.read_text())["training"]["rounds"]
 
 
 def demo_config() -> dict:
-    """The demo's config, with a GPU request for every training job."""
+    """The demo's config, with a GPU request for every training job.
+
+    And one run per job, as for GPU jobs on SLURM (profiles/slurm's resources and
+    groups name the rule `train`; the demo's own `runs_per_job` batches its runs).
+    """
     config = yaml.safe_load(DEMO.read_text())
     for exp in config["experiments"].values():
         exp["resources"] = {**exp["resources"], "gpu": 1}
+    config["runs_per_job"] = {"cpu": 1}
     return config
 
 

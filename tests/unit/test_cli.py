@@ -275,3 +275,89 @@ def test_require_source_refuses_another_source(tmp_path: Path, monkeypatch: pyte
     assert main(["--require-source", str(own.parent), "list", "datasets"]) == 0
     monkeypatch.setenv("PFLREPRO_ANY_SOURCE", "1")  # on purpose: as the workflow's check
     assert main(["--require-source", str(tmp_path / "src"), "list", "datasets"]) == 0
+
+
+def _two_splits(digits: Path, tmp_path: Path) -> list[Path]:
+    parts = []
+    for split in (0, 1):
+        part = tmp_path / f"split{split}.parquet"
+        assert main(["partition", "--data", str(digits / "meta.json"), "--dataset", "digits",
+                     "--spec", json.dumps({"scheme": "dirichlet", "clients": 4, "alpha": 0.5}),
+                     "--seed", str(split), "--out", str(part)]) == 0
+        parts.append(part)
+    return parts
+
+
+#: (split, seed) of the runs one job trains together in the tests below.
+BATCH = [(0, 0), (0, 1), (1, 0)]
+
+
+def _batch_spec(split: int, seed: int) -> str:
+    return json.dumps({**TINY_RUN, "method": "federico", "algorithm": "federico",
+                       "params": {"neighbors": 2}, "split_seed": split, "train_seed": seed,
+                       "training": {**TINY_RUN["training"], "rounds": 3,
+                                    "model_options": {"hidden": [16]}}})
+
+
+def test_train_several_runs_write_the_bytes_of_each_run_trained_alone(
+        digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 28, item 2: one job trains several runs of one (experiment, partition,
+    # method) in turn; each run's table, digest and log are its own, and the table's
+    # bytes are those of the run trained by a job of its own
+    from pflrepro import results
+    from pflrepro.results import read_table
+
+    monkeypatch.setattr(results, "git_revision", lambda path=None: "pinned")
+    parts = _two_splits(digits, tmp_path)
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    together.mkdir()
+    for split, seed in BATCH:
+        (alone / f"{split}-{seed}").mkdir(parents=True)
+        assert main(["train", "--spec", _batch_spec(split, seed), "--data", str(digits),
+                     "--partition", str(parts[split]), "--out",
+                     str(alone / f"{split}-{seed}" / "run.parquet")]) == 0
+    outs = [together / f"run{split}-{seed}.parquet" for split, seed in BATCH]
+    logs = [together / f"run{split}-{seed}.log" for split, seed in BATCH]
+    ckpts = [together / f"run{split}-{seed}.ckpt" for split, seed in BATCH]
+    assert main(["train", "--spec", *(_batch_spec(s, t) for s, t in BATCH),
+                 "--data", str(digits), "--partition", *(str(parts[s]) for s, _ in BATCH),
+                 "--out", *map(str, outs), "--log", *map(str, logs),
+                 "--checkpoint", *map(str, ckpts), "--checkpoint-every", "1",
+                 "--partial"]) == 0
+    for (split, seed), out, log in zip(BATCH, outs, logs, strict=True):
+        assert out.read_bytes() == (alone / f"{split}-{seed}" / "run.parquet").read_bytes()
+        read_table(out)  # checked against its own .sha256 record
+        text = log.read_text()
+        assert text.count("federico: 3 rounds in") == 1 and f"wrote {out} " in text
+        assert not [o for o in outs if o != out and str(o) in text]  # only its own lines
+    # checkpoints and partial tables are gone once every table is written
+    assert sorted(p.name for p in together.iterdir()) == sorted(
+        [o.name for o in outs] + [o.name + ".sha256" for o in outs] + [g.name for g in logs])
+
+
+def test_train_several_runs_stops_at_the_first_failure_leaving_no_half_file(
+        digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pflrepro.results import read_table
+
+    parts = _two_splits(digits, tmp_path)
+    outs = [tmp_path / f"run{i}.parquet" for i in range(3)]
+    logs = [tmp_path / f"run{i}.log" for i in range(3)]
+    missing = tmp_path / "no-such-partition.parquet"
+    code = main(["train", "--spec", *(_batch_spec(s, t) for s, t in BATCH),
+                 "--data", str(digits), "--partition", str(parts[0]), str(missing),
+                 str(parts[1]), "--out", *map(str, outs), "--log", *map(str, logs)])
+    assert code == 1
+    assert str(missing) in capsys.readouterr().err
+    read_table(outs[0])  # the run before the failure is whole
+    assert not outs[1].exists() and not outs[2].exists()
+    assert "failed" in logs[1].read_text() and not logs[2].exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+def test_train_several_runs_needs_one_of_each_per_spec(digits: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    code = main(["train", "--spec", _batch_spec(0, 0), _batch_spec(0, 1), "--data",
+                 str(digits), "--partition", "p", "--out", "a", "b"])
+    assert code == 1
+    assert "--partition: 1 given for 2 --spec" in capsys.readouterr().err

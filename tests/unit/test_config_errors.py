@@ -156,7 +156,10 @@ CASES: list[tuple[str, Mutate, str]] = [
     # schema errors: short, naming the key
     ("unknown_top_level_key", lambda c: c.update(colour="blue"),
      r"^unknown key 'colour' at config top level; known: allow_huge, data, experiments, "
-     r"methods, scale, tables, training$"),
+     r"methods, runs_per_job, scale, tables, training$"),
+    ("runs_per_job_zero", lambda c: c.update(runs_per_job={"cpu": 0}), r"runs_per_job"),
+    ("runs_per_job_unknown_scale", lambda c: c.update(runs_per_job={"gpu": 1}),
+     r"unknown key 'gpu' at runs_per_job"),
     ("unknown_training_key", lambda c: c["training"].update(learning_rate=0.1),
      r"^unknown key 'learning_rate' at training; known: "),
     ("unknown_experiment_key", lambda c: _exp(c).update(seeds=[0]),

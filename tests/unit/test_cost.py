@@ -83,6 +83,25 @@ def test_cost_table_by_hand(tmp_path: Path) -> None:
     assert table.loc["local", "s_per_round"] == pytest.approx(0.1)
 
 
+
+def test_runs_sharing_a_job_split_its_wall_and_cpu_time(tmp_path: Path) -> None:
+    # issue 28, item 2: two runs trained by one job (one benchmark record: 10 s wall,
+    # 8 s CPU) in 3 s and 5 s: each gets its training time plus half of the 2 s outside
+    # training, and CPU time in proportion; a run alone keeps its job's numbers
+    a = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=3.0,
+             wall_s=10.0, cpu="8.0")
+    b = _job(tmp_path, "b", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=5.0,
+             wall_s=10.0, cpu="8.0")
+    c = _job(tmp_path, "c", "local", "local", rounds=10, n_train=[50, 50], train_s=1.0,
+             wall_s=3.0)
+    jobs = job_costs([a[0], b[0], c[0]], [a[1], a[1], c[1]], [a[2], b[2], c[2]],
+                     training={"local_epochs": 1})
+    assert list(jobs["wall_s"]) == [4.0, 6.0, 3.0]
+    assert list(jobs["cpu_s"]) == pytest.approx([3.2, 4.8, 7.5])
+    assert list(jobs["runs_in_job"]) == [2, 2, 1]
+    table = cost_table(jobs).set_index("method")
+    assert table.loc["fedavg", "overhead_s"] == 1.0 and table.loc["fedavg", "wall_s"] == 5.0
+
 def test_local_passes() -> None:
     assert local_passes({"local_epochs": 3}, 100) == 3.0
     assert local_passes({"local_steps": 5, "batch_size": 20}, 50) == 2.0  # 100 of 50 samples

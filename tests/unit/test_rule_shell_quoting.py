@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 RULE_FILES = [*sorted((REPO / "workflow/rules").glob("*.smk")), REPO / "Snakefile"]
 
 _RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:")
-#: A rule made in a loop: ``rule:`` then ``name: <expr>`` (report.smk's plot rules);
-#: its template is listed under the expression.
+#: A rule made in a loop: ``rule:`` then ``name: <expr>`` (report.smk's plot rules,
+#: train.smk's train_<runs>); its template is listed under the expression.
 _ANONYMOUS = re.compile(r"^\s+rule\s*:")
 _NAME = re.compile(r"^\s+name:\s*(.+)$")
 _SHELL = re.compile(r"^(\s+)shell:\s*(.*)$")
@@ -104,8 +104,9 @@ def render(template: str, value: str) -> str:
 
 def test_the_scanner_finds_every_rule_shell() -> None:
     assert {"train", "prepare_data", "partition", "table_combined", "aggregate_method",
-            "cost_table", "plot_partition", "report_table", "figure.rule"} <= set(TEMPLATES)
-    assert len(TEMPLATES) >= 19  # the plot rules: one template, made in a loop
+            "cost_table", "plot_partition", "report_table", "figure.rule",
+            "_batch.rule"} <= set(TEMPLATES)
+    assert len(TEMPLATES) >= 20  # the plot rules and train_<runs>: a template each
 
 
 @pytest.mark.parametrize("rule", sorted(TEMPLATES))
@@ -140,12 +141,19 @@ _TYPED: dict[str, object] = {
     "params.args": ["--benchmarks", HOSTILE, "--logs", HOSTILE, "--training", HOSTILE],
     "params.kind": "client_weights",
     "params.options": ["--client", "0", "--methods", HOSTILE, HOSTILE]}
+#: The same for train.smk's train_<runs> (several runs in one job): one word per run,
+#: as many as params.spec has, and the runs' outputs.
+_BATCH_TYPED: dict[str, object] = {
+    **_TYPED, "params.spec": [HOSTILE, HOSTILE], "params.partitions": [HOSTILE, HOSTILE],
+    "params.checkpoints": [HOSTILE, HOSTILE], "params.logs": [HOSTILE, HOSTILE],
+    "output": [HOSTILE, HOSTILE]}
 
 
-def cli_args(template: str, caption: str = HOSTILE) -> list[str]:
+def cli_args(template: str, caption: str = HOSTILE,
+             typed: dict[str, object] = _TYPED) -> list[str]:
     """The formatted command's words after ``python -m pflrepro --require-source SRC``,
     up to the redirection."""
-    values: dict[str, object] = {name: _TYPED.get(name, HOSTILE)
+    values: dict[str, object] = {name: typed.get(name, HOSTILE)
                                  for name, _ in fields(template)}
 
     class Ns:
@@ -179,7 +187,8 @@ def test_every_rule_runs_this_workflows_own_package(rule: str) -> None:
 
 @pytest.mark.parametrize("rule", sorted(TEMPLATES))
 def test_every_rule_command_parses_with_the_cli(rule: str) -> None:
-    args = build_parser().parse_args(cli_args(TEMPLATES[rule]))
+    args = build_parser().parse_args(
+        cli_args(TEMPLATES[rule], typed=_BATCH_TYPED if rule == "_batch.rule" else _TYPED))
     parsed = [v for v in vars(args).values()]
     flat = [x for v in parsed for x in (v if isinstance(v, list) else [v])]
     assert any(isinstance(x, str) and HOSTILE in x for x in flat), rule

@@ -156,3 +156,44 @@ def test_table_tuning_names_each_tuned_method_with_its_grid_and_selection() -> N
     assert "trials" not in spec[0] and spec[0]["criterion"] == "best_mean"
     raw["experiments"]["tiny"].pop("tune")
     assert W.table_tuning_json(parse(raw), ["tiny"], {}) == "[]"
+
+
+def _seeded(split_seeds: list[int], train_seeds: list[int], **top: object) -> dict:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["experiments"]["tiny"].update(split_seeds=split_seeds, train_seeds=train_seeds)
+    return {**raw, **top}
+
+
+def test_runs_per_job_chunks_an_experiments_seed_pairs() -> None:
+    # issue 28, item 2: the runs of one experiment x partition x method, in seed order,
+    # cut into jobs of runs_per_job (paper scale: 1 unless set; 'all': one job)
+    raw = _seeded([0, 1], [0, 1, 2])
+    cfg = parse(raw)
+    assert W.train_batches(cfg, raw) == []  # paper scale: one run per job
+    assert W.single_run_experiments(cfg, raw) == ["tiny"]
+    raw = _seeded([0, 1], [0, 1, 2], runs_per_job={"paper": 4})
+    batches = W.train_batches(parse(raw), raw)
+    assert [b.pairs for b in batches] == [((0, 0), (0, 1), (0, 2), (1, 0)),
+                                          ((1, 1), (1, 2))]
+    assert [b.rule for b in batches] == ["train_s0t0_s0t1_s0t2_s1t0", "train_s1t1_s1t2"]
+    assert W.single_run_experiments(parse(raw), raw) == []
+    raw = _seeded([0, 1], [0, 1, 2], runs_per_job={"paper": "all"})
+    assert [len(b.pairs) for b in W.train_batches(parse(raw), raw)] == [6]
+    with pytest.raises(ValueError, match="runs_per_job.paper"):
+        W.runs_per_job({"runs_per_job": {"paper": 0}}, "paper")
+
+
+def test_runs_sharing_a_job_share_its_benchmark_in_the_cost_args() -> None:
+    raw = _seeded([0], [0, 1], runs_per_job={"paper": "all"})
+    cfg = parse(raw)
+    args = W.cost_args(cfg, "tiny", W.train_batches(cfg, raw)).split()
+    benchmarks = args[1:args.index("--logs")]
+    logs = args[args.index("--logs") + 1:args.index("--training")]
+    runs = W.cost_inputs(cfg, "tiny")
+    assert len(benchmarks) == len(logs) == len(runs)
+    first = runs[0].replace("results/runs/", "results/benchmarks/train/")
+    assert benchmarks[0] == benchmarks[1] == first.replace("split0-seed0.parquet",
+                                                           "runs-s0t0_s0t1.tsv")
+    assert logs[0].endswith("split0-seed0.log") and logs[1].endswith("split0-seed1.log")
+    # one run per job: each run's own record, as before
+    assert W.cost_args(cfg, "tiny").split()[1].endswith("split0-seed0.tsv")

@@ -8,6 +8,7 @@ every trial interrupts a run in progress at a different round.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -85,3 +86,42 @@ def test_killed_run_resumes_to_identical_results(inputs: tuple[Path, Path], refe
     subprocess.run(_cmd(inputs, out, ckpt), check=True, capture_output=True)
     assert out.read_bytes() == reference
     assert not ckpt.exists()  # removed once the results are written
+
+
+def test_a_job_of_several_runs_stopped_in_its_second_resumes_both(
+        inputs: tuple[Path, Path], reference: bytes, tmp_path: Path) -> None:
+    # issue 28, item 2: SIGTERM while the second of two runs trains. The first run's
+    # table is whole, the second has none; the first's checkpoint is kept until the job
+    # ends, so the retry resumes the first from its last checkpoint, the second from its
+    # checkpoint, and both tables have the bytes of their runs trained alone
+    second = {**SPEC, "train_seed": 1}
+    alone = tmp_path / "alone.parquet"
+    cmd = _cmd(inputs, alone, None)
+    assert cmd[4:6] == ["--spec", json.dumps(SPEC)]
+    subprocess.run([*cmd[:5], json.dumps(second), *cmd[6:]], check=True, capture_output=True)
+    outs = [tmp_path / "run0.parquet", tmp_path / "run1.parquet"]
+    ckpts = [tmp_path / "run0.ckpt", tmp_path / "run1.ckpt"]
+    logs = [tmp_path / "run0.log", tmp_path / "run1.log"]
+    cmd = [sys.executable, "-m", "pflrepro", "train", "--spec", json.dumps(SPEC),
+           json.dumps(second), "--data", str(inputs[0]), "--partition", str(inputs[1]),
+           str(inputs[1]), "--out", *map(str, outs), "--checkpoint", *map(str, ckpts),
+           "--checkpoint-every", "3", "--log", *map(str, logs)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not ckpts[1].exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ckpts[1].exists(), "the second run wrote no checkpoint"
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    if code == 0:
+        pytest.skip("the job finished before the signal arrived")
+    assert code == 143
+    assert outs[0].read_bytes() == reference and not outs[1].exists()
+    assert ckpts[0].exists() and ckpts[1].exists()
+    subprocess.run(cmd, check=True, capture_output=True)
+    assert outs[0].read_bytes() == reference and outs[1].read_bytes() == alone.read_bytes()
+    # the first run resumes from its last periodic checkpoint (every 3 rounds), not round 0
+    resumed = re.search(r"resuming after round (\d+)", logs[0].read_text())
+    assert resumed and int(resumed[1]) >= SPEC["training"]["rounds"] - 3
+    assert "resuming after round" in logs[1].read_text()
+    assert not ckpts[0].exists() and not ckpts[1].exists()

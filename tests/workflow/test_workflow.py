@@ -62,6 +62,33 @@ def test_outputs_exist(built: Path) -> None:
     assert len(bench) == RUNS
 
 
+
+def test_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(built: Path,
+                                                                 tmp_path: Path) -> None:
+    # issue 28, item 2: runs_per_job 'all' trains both seeds of a method on a partition
+    # in one job (rule train_s0t0_s0t1); every run's table is the one its own job wrote
+    # in `built`, with its own digest record, log and a cost row
+    config = yaml.safe_load(TINY.read_text())
+    config["runs_per_job"] = {"paper": "all"}
+    work = new_workdir(tmp_path / "batched", config)
+    jobs = planned_jobs(snakemake(work, "-n"))
+    rules = Counter(r for r, _ in jobs)
+    assert rules["train_s0t0_s0t1"] == RUNS // 2 and "train" not in rules, rules
+    snakemake(work)
+    runs = sorted(p.relative_to(built) for p in (built / "results/runs/tiny").rglob("*.parquet"))
+    assert len(runs) == RUNS
+    for run in runs:
+        assert (work / run).read_bytes() == (built / run).read_bytes(), run
+        assert (work / run).with_name(run.name + ".sha256").exists()
+        log = (work / "logs/train" / run.relative_to("results/runs")).with_suffix(".log")
+        assert log.read_text().count(" rounds in ") == 1, log
+    assert not list((work / "results/runs").rglob("*.ckpt"))
+    assert len(list((work / "results/benchmarks/train").rglob("runs-s0t0_s0t1.tsv"))) == RUNS // 2
+    cost = pd.read_csv(work / "results/tables/tiny-cost.csv")
+    assert cost["jobs"].sum() == RUNS  # a row per run, as before
+    again = snakemake(work, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
 def test_aggregate_has_every_run_and_config_columns(built: Path) -> None:
     agg = pd.read_parquet(built / "results/aggregate/tiny.parquet")
     runs = agg.groupby(["partition", "method", "split_seed", "train_seed"]).ngroups

@@ -152,7 +152,8 @@ def table_experiments(wildcards):
 
 
 def cost_args(wildcards):
-    return words(W.cost_args(CFG, wildcards.experiment))
+    # runs trained by one job (TRAIN_BATCHES, below) share its benchmark record
+    return words(W.cost_args(CFG, wildcards.experiment, TRAIN_BATCHES))
 
 
 def partition_title(wildcards):
@@ -303,3 +304,42 @@ def tune_runs(wildcards):
 
 def tune_plan(wildcards):
     return W.tune_plan_json(CFG, wildcards.experiment, wildcards.method)
+
+
+# --- several runs per training job (train.smk's train_<runs> rules) ------------------
+TRAIN_BATCHES = W.train_batches(CFG, config)
+
+
+def batch_function(pairs, what):
+    """A params/input function of a batch job: `what` of each member, in order."""
+
+    def member_values(wildcards):
+        members = [W.member_wildcards(wildcards, s, t) for s, t in pairs]
+        if what == "spec":
+            return [final_run_spec(m) for m in members]
+        if what == "partition":
+            return [W.experiment_path(CFG, m, "partition") for m in members]
+        if what == "public":  # shell words: --public FILE... --public-data META, or none
+            found = [train_public_inputs(m) for m in members]
+            if not found[0]:
+                return []
+            return ["--public", *(f["public"] for f in found),
+                    "--public-data", found[0]["public_meta"]]
+        if what == "log":
+            return W.batch_member_paths(wildcards, pairs, W.TRAIN_LOG)
+        if what == "inputs":
+            out = {"meta": W.experiment_path(CFG, members[0], "meta"),
+                   "partition": sorted({W.experiment_path(CFG, m, "partition")
+                                        for m in members})}
+            found = [train_public_inputs(m) for m in members]
+            if found[0]:
+                out["public"] = sorted({f["public"] for f in found})
+                out["public_meta"] = found[0]["public_meta"]
+            return {**out, **tuning_selection_input(members[0])}
+        raise ValueError(what)
+
+    return member_values
+
+
+def batch_runtime(pairs):
+    return lambda wildcards: W.train_resource(CFG, wildcards, "runtime") * len(pairs)

@@ -175,7 +175,36 @@ def job_costs(runs: Sequence[str | Path], benchmarks: Sequence[str | Path],
         raise ValueError("cost: no training job given")
     rows = [asdict(job_cost(r, b, lg, training)) for r, b, lg in zip(runs, benchmarks, logs,
                                                                       strict=True)]
-    return pd.DataFrame(rows)
+    return _share_jobs(pd.DataFrame(rows), [str(b) for b in benchmarks])
+
+
+def _share_jobs(rows: pd.DataFrame, benchmarks: Sequence[str]) -> pd.DataFrame:
+    """Runs trained by one job (one benchmark record): split the job's wall and CPU time.
+
+    Each of the job's k runs gets its own training time plus 1/k of the job's time
+    outside training (start-up, data, writing), and the job's CPU time in proportion
+    to that wall time; ``max_rss_mb`` stays the job's peak. ``runs_in_job``: k.
+    """
+    import pandas as pd
+
+    rows = rows.copy()
+    rows["runs_in_job"] = 1
+    for _, index in rows.groupby(pd.Series(list(benchmarks), index=rows.index)
+                                 ).groups.items():
+        k = len(index)
+        if k == 1:
+            continue
+        wall, cpu = float(rows.loc[index[0], "wall_s"]), float(rows.loc[index[0], "cpu_s"])
+        train = rows.loc[index, "train_s"]
+        if train.isna().any():
+            share = pd.Series([wall / k] * k, index=index)
+        else:
+            share = train + (wall - float(train.sum())) / k
+        rows.loc[index, "wall_s"] = share
+        rows.loc[index, "cpu_s"] = cpu * share / wall if wall > 0 else math.nan
+        rows.loc[index, "runs_in_job"] = k
+    return rows
+
 
 
 def cost_table(jobs: pd.DataFrame, methods_order: Sequence[str] | None = None
