@@ -79,10 +79,14 @@ def demo_config() -> dict:
 
     And one run per job, as for GPU jobs on SLURM (profiles/slurm's resources and
     groups name the rule `train`; the demo's own `runs_per_job` batches its runs).
+    Without the demo's FedAMP tuning stage (`tune:`): its runs are `train`-like cluster
+    jobs the local tiers build (tests/workflow/test_tuning_workflow.py); here they
+    would add half again to the cluster's jobs and to CI's time.
     """
     config = yaml.safe_load(DEMO.read_text())
     for exp in config["experiments"].values():
         exp["resources"] = {**exp["resources"], "gpu": 1}
+        exp.pop("tune", None)
     config["runs_per_job"] = {"cpu": 1}
     return config
 
