@@ -170,7 +170,7 @@ def built(cluster: None, tmp_path_factory: pytest.TempPathFactory):
     work = new_workdir(root / "cluster", demo_config())
     slurm_profile(work)
     with ThreadPoolExecutor(1) as pool:  # the local run overlaps the SLURM run
-        reference = pool.submit(snakemake, local, timeout=900)
+        reference = pool.submit(snakemake, local, timeout=1500)
         proc = run_slurm(work, limit=900)
         reference.result()
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
