@@ -12,6 +12,7 @@ import pytest
 from pflrepro.data import datasets
 from pflrepro.data.datasets import DATASETS, DatasetSource
 from pflrepro.data.sources import cifar10, fashion_mnist
+from pflrepro.scan import ScannedRegistry
 
 
 def test_registry_has_the_real_sets() -> None:
@@ -41,10 +42,11 @@ def test_a_module_added_to_the_package_is_found_without_being_listed(
         "SOURCE = register_dataset(DatasetSource('toy', 'a toy', prepare=print))\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(datasets, "SOURCES_PACKAGE", "toy_sources")
-    monkeypatch.setattr(datasets, "_LOADED", {})
+    loaded: dict[str, DatasetSource] = {}
+    monkeypatch.setattr(datasets, "_LOADED", loaded)
     for name in ("toy_sources", "toy_sources.toy"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    fresh = datasets._Datasets()
+    fresh = ScannedRegistry(datasets.SOURCES_PACKAGE, loaded)
     assert "toy_sources.toy" not in sys.modules
     assert list(fresh) == ["toy"]  # the first read scans and imports the package
     assert isinstance(fresh["toy"], DatasetSource) and fresh["toy"].description == "a toy"

@@ -14,13 +14,12 @@ The sources import this module, never the reverse.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pflrepro.data.store import DatasetMeta
+from pflrepro.scan import ScannedRegistry
 
 PrepareFn = Callable[[Path, Path, Sequence[str]], DatasetMeta]
 
@@ -47,32 +46,9 @@ SOURCES_PACKAGE = "pflrepro.data.sources"
 _LOADED: dict[str, DatasetSource] = {}
 
 
-class _Datasets(Mapping[str, DatasetSource]):
-    """Name -> :class:`DatasetSource`; the first read imports every source module."""
-
-    def __init__(self) -> None:
-        self._complete = False
-
-    def _load(self) -> dict[str, DatasetSource]:
-        if not self._complete:
-            package = importlib.import_module(SOURCES_PACKAGE)
-            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-                importlib.import_module(f"{SOURCES_PACKAGE}.{module}")
-            self._complete = True
-        return _LOADED
-
-    def __getitem__(self, name: str) -> DatasetSource:
-        return self._load()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._load()))
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-
-#: Every data set by name (``dataset:`` in the config).
-DATASETS: Mapping[str, DatasetSource] = _Datasets()
+#: Every data set by name (``dataset:`` in the config); the first read imports every
+#: source module.
+DATASETS: Mapping[str, DatasetSource] = ScannedRegistry(SOURCES_PACKAGE, _LOADED)
 
 
 def register_dataset(source: DatasetSource) -> DatasetSource:

@@ -31,17 +31,16 @@ list of schemes comes from there.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from pflrepro.io import PARTITION_KEY, atomic_digested_path, read_verified
+from pflrepro.scan import ScannedRegistry
 from pflrepro.seeding import numpy_generator
 
 if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
@@ -53,32 +52,9 @@ SCHEMES_PACKAGE = "pflrepro.data.schemes"
 _LOADED: dict[str, type[Partitioner]] = {}
 
 
-class _Schemes(Mapping[str, "type[Partitioner]"]):
-    """Scheme name -> partitioner class; the first read imports every scheme module."""
-
-    def __init__(self) -> None:
-        self._scanned = False
-
-    def _load(self) -> dict[str, type[Partitioner]]:
-        if not self._scanned:
-            package = importlib.import_module(SCHEMES_PACKAGE)
-            for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-                importlib.import_module(f"{SCHEMES_PACKAGE}.{module}")
-            self._scanned = True
-        return _LOADED
-
-    def __getitem__(self, scheme: str) -> type[Partitioner]:
-        return self._load()[scheme]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._load()))
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-
-#: Every partition scheme by name (``scheme:`` in the config).
-PARTITIONERS: Mapping[str, type[Partitioner]] = _Schemes()
+#: Every partition scheme by name (``scheme:`` in the config); the first read imports
+#: every scheme module.
+PARTITIONERS: Mapping[str, type[Partitioner]] = ScannedRegistry(SCHEMES_PACKAGE, _LOADED)
 METADATA_KEY = PARTITION_KEY
 #: Columns every partition table has; :attr:`Assignment.columns` may not reuse them.
 BASE_COLUMNS = ("client", "index", "split", "group")
