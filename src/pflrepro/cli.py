@@ -50,7 +50,7 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def _partition(args: argparse.Namespace) -> None:
-    from pflrepro.single import make_partition
+    from pflrepro.data.jobs import make_partition
 
     make_partition(args.data, args.dataset, json.loads(args.spec), args.seed, args.out)
 
@@ -90,14 +90,14 @@ def _summary_value(value: Any) -> str:
 
 
 def _public(args: argparse.Namespace) -> None:
-    from pflrepro.single import make_public
+    from pflrepro.data.jobs import make_public
 
     make_public(args.data, args.size, args.seed, args.out,
                 exclude_partition=args.exclude_partition)
 
 
 def _train(args: argparse.Namespace) -> None:
-    from pflrepro.run import Member, train_jobs
+    from pflrepro.train_job import Member, train_jobs
 
     n = len(args.spec)
     for flag, values in (("--partition", args.partition), ("--out", args.out),

@@ -146,7 +146,7 @@ def digest_files(root: Path, files: Iterable[Path]) -> str:
 
 #: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
 #: code is these modules and all they import (:func:`training_files`).
-TRAINING_ENTRIES = ("pflrepro.run",)  # run.train_job: checkpoints, progress, output
+TRAINING_ENTRIES = ("pflrepro.train_job",)  # train_job.train_jobs: checkpoints, progress, output
 #: The directory holding the ``pflrepro`` package (``src``).
 _SRC = Path(__file__).resolve().parent.parent
 

@@ -1,62 +1,24 @@
-"""One run from the command line (``pflrepro run``), and the partition and public-set jobs.
+"""One run from the command line: ``pflrepro run``.
 
 ``pflrepro run --method fedamp --dataset digits --partition practical --clients 8
 --partition-option groups=2 --rounds 5`` becomes a one-experiment workflow config
 (:func:`single_run_config`), checked like every config, whose one training job's spec
 comes from :meth:`pflrepro.config.WorkflowConfig.run_spec` as in the workflow; the
 stages then run through the same functions as the workflow's jobs
-(:func:`make_partition`, :func:`make_public`, :func:`pflrepro.run.train_job`).
+(:func:`pflrepro.data.jobs.make_partition`, :func:`pflrepro.data.jobs.make_public`,
+:func:`pflrepro.train_job.train_job`).
 
-Not imported by training jobs (:data:`pflrepro.config.TRAINING_ENTRIES`), so editing
-it reruns no training.
+Not imported by training jobs (:data:`pflrepro.codedigest.TRAINING_ENTRIES`), so
+editing it reruns no training.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
-
-
-def make_partition(data: str | Path, dataset: str, spec: Mapping[str, Any], seed: int,
-                   out: str | Path) -> None:
-    """``pflrepro partition``: split the prepared data set by ``spec``, write ``out``."""
-    from pflrepro.data.partition import from_spec, write_partition
-    from pflrepro.data.stats import partition_stats, summary_stats
-    from pflrepro.data.store import load_dataset, load_extras
-
-    prepared = load_dataset(data)
-    partitioner = from_spec(spec)
-    labels = prepared.y[:]
-    frame = partitioner.split(labels, prepared.meta.num_classes, seed,
-                              extras=load_extras(data))
-    write_partition(frame, str(out), partitioner=partitioner, dataset=dataset, seed=seed)
-    summary = summary_stats(partition_stats(frame, labels, prepared.meta.num_classes))
-    log.info("partition %s (split seed %d): %s", partitioner.id, seed, summary)
-
-
-def make_public(data: str | Path, size: int, seed: int, out: str | Path,
-                exclude_partition: str | Path | None = None) -> None:
-    """``pflrepro public``: draw ``size`` unlabeled rows of ``data`` (not the clients')."""
-    from pflrepro.data.partition import read_partition
-    from pflrepro.data.public import public_split, write_public
-    from pflrepro.data.store import load_dataset
-
-    source = load_dataset(data)
-    exclude = None
-    if exclude_partition:  # public rows from the clients' own data set
-        frame, _ = read_partition(str(exclude_partition))
-        exclude = frame["index"].to_numpy()
-    rows = public_split(source.meta.size, size, seed, exclude=exclude)
-    write_public(rows, str(out), dataset=source.meta.name, seed=seed)
-    log.info("public set: %d rows of %s (seed %d)", len(rows), source.meta.name, seed)
-
-
-# ------------------------------------------------------------ one run from the CLI
 #: The experiment name of a ``pflrepro run`` (its run table's ``experiment`` column).
 SINGLE_EXPERIMENT = "run"
 #: Public-set size of a ``pflrepro run`` of a method that distills on one.
@@ -138,8 +100,9 @@ def single_run(req: SingleRun, *, out: str | Path | None = None,
     from pflrepro import workflow as W
     from pflrepro.config import RunKey, canonical_json, check
     from pflrepro.data.datasets import prepare_dataset
-    from pflrepro.run import train_job
+    from pflrepro.data.jobs import make_partition, make_public
     from pflrepro.schema import build_schema
+    from pflrepro.train_job import train_job
 
     cfg = check(single_run_config(req), build_schema())
     exp = cfg.experiments[SINGLE_EXPERIMENT]

@@ -121,7 +121,7 @@ def test_digest_depends_on_paths_and_contents_not_order_or_mtime(tmp_path: Path)
 
 def test_training_core_is_what_the_training_entry_imports() -> None:
     core = _rel(training_core())
-    assert {"run.py", "engine.py", "local_training.py", "optim.py", "training.py", "seeding.py",
+    assert {"train_job.py", "engine.py", "local_training.py", "optim.py", "training.py", "seeding.py",
             "results.py", "checkpoint.py", "io.py", "devices.py", "models/nets.py",
             "data/store.py", "data/partition.py", "algorithms/base.py",
             "algorithms/registry.py"} <= core
@@ -266,7 +266,7 @@ def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
     assert {"data/partition.py", "data/schemes/dirichlet.py", "seeding.py",
             "data/store.py"} <= files
     assert not {"data/schemes/rotation.py", "data/schemes/iid.py", "engine.py",
-                "run.py"} & files
+                "train_job.py"} & files
     assert partition_code_digest("dirichlet") != partition_code_digest("rotation")
     src = tmp_path / "src"
     shutil.copytree(_SRC / "pflrepro", src / "pflrepro",

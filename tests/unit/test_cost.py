@@ -19,7 +19,7 @@ from pflrepro.reporting.cost import (
 )
 from pflrepro.schema import build_schema
 
-PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.run: "
+PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.train_job: "
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 

@@ -81,7 +81,7 @@ TINY = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fed
 def test_train_logs_each_round_and_flushes_then_removes_the_partial_table(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    import pflrepro.run as run_module
+    import pflrepro.train_job as run_module
 
     data = tmp_path / "digits"
     assert main(["prepare", "--dataset", "digits", "--out", str(data), "--raw",

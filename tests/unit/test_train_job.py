@@ -1,4 +1,4 @@
-"""pflrepro.run: the run spec and one complete small run on the digits data set."""
+"""pflrepro.train_job: the run spec and one complete small run on the digits data set."""
 
 import json
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from pflrepro import results as R
-from pflrepro import run as run_module
+from pflrepro import train_job as run_module
 from pflrepro.data.datasets import prepare_dataset
 from pflrepro.data.partition import from_spec, write_partition
 from pflrepro.data.store import load_dataset
-from pflrepro.run import RunSpec, run
+from pflrepro.train_job import RunSpec, run
 from pflrepro.training import TrainingConfig
 
 CLIENTS = 4
