@@ -121,8 +121,8 @@ def test_digest_depends_on_paths_and_contents_not_order_or_mtime(tmp_path: Path)
 
 def test_training_core_is_what_the_training_entry_imports() -> None:
     core = _rel(training_core())
-    assert {"train_job.py", "engine.py", "local_training.py", "optim.py", "training.py", "seeding.py",
-            "results.py", "checkpoint.py", "io.py", "devices.py", "models/nets.py",
+    assert {"train_job.py", "engine.py", "local_training.py", "optim.py", "training.py",
+            "seeding.py", "results.py", "checkpoint.py", "io.py", "devices.py", "models/nets.py",
             "data/store.py", "data/partition.py", "algorithms/base.py",
             "algorithms/registry.py"} <= core
     assert not {p for p in core if p.startswith("reporting/")}
