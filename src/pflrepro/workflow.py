@@ -3,9 +3,8 @@
 The rule files call these functions and hold no logic of their own. Every path
 pattern lives here once, as a constant the rules use for their inputs, outputs and
 benchmarks (:func:`pattern` fills a pattern's fixed parts, e.g. a figure's ``ext``, and
-leaves its wildcards). Log paths are written in the rules: each belongs to one rule and
-nothing else reads it (the plot rules, made in a loop, take theirs from
-:data:`FIGURE_LOG`).
+leaves its wildcards), and their logs (the ``*_LOG`` patterns; the plot rules, made in a
+loop, take theirs from :func:`figure_log`).
 """
 
 from __future__ import annotations
@@ -68,6 +67,8 @@ def pattern(template: str, **fields: object) -> str:
 DATA_META = DATA_DIR + "/meta.json"
 DATA_X = DATA_DIR + "/x.npy"
 DATA_Y = DATA_DIR + "/y.npy"
+#: Where a data set's downloaded (or placed) raw files go (``pflrepro prepare --raw``).
+RAW_DIR = "data/raw/{dataset}"
 #: Time and memory of each train job (Snakemake's ``benchmark``).
 BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
              "split{split}-seed{seed}.tsv")
@@ -86,6 +87,22 @@ FIGURE = "figures/{experiment}-{kind}.{ext}"
 FIGURE_LOG = "logs/plot/{experiment}-{kind}.log"
 PARTITION_STATS = "results/partitions/{dataset}/{partition}/split{split}-{kind}"
 PARTITION_FIGURE = "figures/partitions/{dataset}/{partition}-split{split}.{ext}"
+#: Each rule's log (its Snakemake ``log:``), by rule; the training jobs' are TRAIN_LOG
+#: and BATCH_LOG, the plot rules' FIGURE_LOG.
+PREPARE_LOG = "logs/prepare_data/{dataset}.log"
+PARTITION_LOG = "logs/partition/{dataset}/{partition}/split{split}.log"
+PARTITION_STATS_LOG = "logs/partition_stats/{dataset}/{partition}/split{split}.log"
+PARTITION_FIGURE_LOG = "logs/plot_partition/{dataset}/{partition}/split{split}.log"
+PUBLIC_LOG = "logs/public_set/{dataset}/{partition}/split{split}-{source}{size}.log"
+METHOD_AGGREGATE_LOG = "logs/aggregate/{experiment}/{method}.log"
+AGGREGATE_LOG = "logs/aggregate/{experiment}.log"
+COST_LOG = "logs/cost/{experiment}.log"
+TABLE_LOG = "logs/table/{experiment}.log"
+COMBINED_TABLE_LOG = pattern(TABLE_LOG, experiment="{table}")
+COMMUNICATION_LOG = "logs/communication/{experiment}.log"
+CLAIMS_LOG = "logs/claims/{claims}.log"
+PAPER_TABLE_LOG = "logs/paper_table/{paper_table}.log"
+REPORT_TABLE_LOG = "logs/report_table/{name}.log"
 #: The claims file, relative to the Snakefile's directory (not the working directory).
 CLAIMS_FILE = "config/claims.yaml"
 CLAIMS_TABLE = pattern(TABLE, experiment="{claims}")
@@ -681,6 +698,11 @@ TUNE_RUN = ("results/tuning/{experiment}/runs/{partition}/{method}/{point}/"
 #: Every value tried and its validation score (``ext``: md, csv), and the selection.
 TUNE_TABLE = "results/tuning/{experiment}/{method}.{ext}"
 TUNE_SELECTION = "results/tuning/{experiment}/{method}.json"
+#: The tuning rules' logs: validation split, tuning run, selection.
+TUNE_SPLIT_LOG = "logs/tuning/{experiment}/partitions/{partition}/split{split}.log"
+TUNE_RUN_LOG = ("logs/tuning/{experiment}/runs/{partition}/{method}/{point}/"
+                "split{split}-seed{seed}.log")
+TUNE_SELECT_LOG = "logs/tuning/{experiment}/{method}.log"
 #: FIGURE's ``kind`` of the tuning figure (validation score against the value).
 TUNE_KIND = "tuning-{method}"
 

@@ -42,15 +42,19 @@ def directive_literals(text: str) -> dict[tuple[str, str], list[str]]:
     return found
 
 
+#: Where the workflow writes: a shell command naming one of these types a path.
+WRITTEN_ROOTS = ("results/", "figures/", "logs/", "data/raw")
+
+
 def written_paths(text: str) -> list[str]:
-    """Path literals written in the file directives: results and figures anywhere, and
-    any path in ``input``/``output``/``benchmark`` (logs are the rules' own)."""
+    """Path literals written in the rules: any path in a file directive (``input``,
+    ``output``, ``log``, ``benchmark``), and a path under the workflow's folders in a
+    ``shell`` command."""
     bad = []
     for (rule, directive), literals in directive_literals(text).items():
-        if directive not in FILE_DIRECTIVES:
-            continue
         for lit in literals:
-            if lit.startswith(("results/", "figures/")) or (directive != "log" and "/" in lit):
+            if ((directive in FILE_DIRECTIVES and "/" in lit)
+                    or (directive == "shell" and any(r in lit for r in WRITTEN_ROOTS))):
                 bad.append(f"{rule}.{directive}: {lit!r}")
     return bad
 
@@ -78,10 +82,13 @@ def test_scanner_finds_a_pattern_written_again() -> None:
     assert found[("plot_accuracy", "output")] == ["figures/{experiment}-accuracy.pdf",
                                                   "accuracy", "png"]
     assert written_paths(OLD_STYLE) == [
-        "plot_accuracy.output: 'figures/{experiment}-accuracy.pdf'"]
-    assert written_paths(OLD_STYLE.replace('"logs/', '"results/logs/')) == [
         "plot_accuracy.output: 'figures/{experiment}-accuracy.pdf'",
-        "plot_accuracy.log: 'results/logs/plot/{experiment}-accuracy.log'"]
+        "plot_accuracy.log: 'logs/plot/{experiment}-accuracy.log'",
+        "plot_accuracy.shell: 'pflrepro plot accuracy --out results/x > {log} 2>&1'"]
+    fixed = (OLD_STYLE.replace('"figures/{experiment}-accuracy.pdf"', "W.FIGURE")
+             .replace('"logs/plot/{experiment}-accuracy.log"', "W.FIGURE_LOG")
+             .replace("--out results/x", "--out {params.out}"))
+    assert written_paths(fixed) == []
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
@@ -129,3 +136,4 @@ def test_derived_patterns_keep_the_wildcard_names() -> None:
     assert W.figure_pattern("clusters", "png") == "figures/{experiment}-clusters-{method}.png"
     assert W.figure_pattern("gates", "pdf") == "figures/{experiment}-gates-{method}.pdf"
     assert W.figure_log("client_accuracy") == "logs/plot/{experiment}-client{client}-accuracy.log"
+    assert W.COMBINED_TABLE_LOG == "logs/table/{table}.log"

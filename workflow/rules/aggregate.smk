@@ -11,7 +11,7 @@ rule aggregate_method:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
     log:
-        "logs/aggregate/{experiment}/{method}.log",
+        W.METHOD_AGGREGATE_LOG,
     conda:
         ENV
     shell:
@@ -29,7 +29,7 @@ rule aggregate_experiment:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
     log:
-        "logs/aggregate/{experiment}.log",
+        W.AGGREGATE_LOG,
     conda:
         ENV
     shell:

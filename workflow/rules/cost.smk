@@ -19,7 +19,7 @@ rule cost_table:
         args=cost_args,
         methods=methods_order,
     log:
-        "logs/cost/{experiment}.log",
+        W.COST_LOG,
     localrule: True
     conda:
         ENV

@@ -11,14 +11,16 @@ rule prepare_data:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
         mirrors=mirrors,
+        out=W.DATA_DIR,
+        raw=W.RAW_DIR,
     log:
-        "logs/prepare_data/{dataset}.log",
+        W.PREPARE_LOG,
     conda:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " prepare --dataset {wildcards.dataset:q} --out results/data/{wildcards.dataset:q}"
-        " --raw data/raw/{wildcards.dataset:q} {params.mirrors:q} > {log:q} 2>&1"
+        " prepare --dataset {wildcards.dataset:q} --out {params.out:q}"
+        " --raw {params.raw:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
 rule partition:
@@ -33,7 +35,7 @@ rule partition:
         spec=partition_spec,
         code=partition_code,
     log:
-        "logs/partition/{dataset}/{partition}/split{split}.log",
+        W.PARTITION_LOG,
     conda:
         ENV
     shell:
@@ -54,7 +56,7 @@ rule partition_stats:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
     log:
-        "logs/partition_stats/{dataset}/{partition}/split{split}.log",
+        W.PARTITION_STATS_LOG,
     conda:
         ENV
     shell:
@@ -78,7 +80,7 @@ rule plot_partition:
         source=PFLREPRO_SRC,
         title=partition_title,
     log:
-        "logs/plot_partition/{dataset}/{partition}/split{split}.log",
+        W.PARTITION_FIGURE_LOG,
     conda:
         ENV
     shell:
@@ -100,7 +102,7 @@ rule public_set:
         source=PFLREPRO_SRC,
         exclude=public_exclude,
     log:
-        "logs/public_set/{dataset}/{partition}/split{split}-{source}{size}.log",
+        W.PUBLIC_LOG,
     conda:
         ENV
     shell:

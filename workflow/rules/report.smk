@@ -21,7 +21,7 @@ rule table:
         labels=experiment_labels,
         tuning=experiment_tuning,
     log:
-        "logs/table/{experiment}.log",
+        W.TABLE_LOG,
     conda:
         ENV
     shell:
@@ -44,7 +44,7 @@ rule communication_table:
         methods=methods_order,
         labels=experiment_labels,
     log:
-        "logs/communication/{experiment}.log",
+        W.COMMUNICATION_LOG,
     conda:
         ENV
     shell:
@@ -74,7 +74,7 @@ rule table_combined:
         experiments=table_experiments,
         tuning=table_tuning,
     log:
-        "logs/table/{table}.log",
+        W.COMBINED_TABLE_LOG,
     conda:
         ENV
     shell:
@@ -99,7 +99,7 @@ rule claims:
         labels=claims_labels,
         design=claims_design,
     log:
-        "logs/claims/{claims}.log",
+        W.CLAIMS_LOG,
     localrule: True
     conda:
         ENV
@@ -158,7 +158,7 @@ rule paper_table:
     wildcard_constraints:
         paper_table=W.alternation(PAPER_TABLES),
     log:
-        "logs/paper_table/{paper_table}.log",
+        W.PAPER_TABLE_LOG,
     localrule: True
     conda:
         ENV
@@ -182,7 +182,7 @@ rule report_table:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
     log:
-        "logs/report_table/{name}.log",
+        W.REPORT_TABLE_LOG,
     localrule: True
     conda:
         ENV

@@ -24,7 +24,7 @@ rule tune_split:
         source=PFLREPRO_SRC,
         fraction=tune_split_fraction,
     log:
-        "logs/tuning/{experiment}/partitions/{partition}/split{split}.log",
+        W.TUNE_SPLIT_LOG,
     conda:
         ENV
     shell:
@@ -49,7 +49,7 @@ rule tune_train:
         mem_mb=train_resources("mem_mb"),
         runtime=train_resources("runtime"),
     log:
-        "logs/tuning/{experiment}/runs/{partition}/{method}/{point}/split{split}-seed{seed}.log",
+        W.TUNE_RUN_LOG,
     conda:
         ENV
     shell:
@@ -76,7 +76,7 @@ checkpoint tune_select:
         plan=tune_plan,
         title=lambda wildcards: f"{wildcards.experiment}: {wildcards.method}",
     log:
-        "logs/tuning/{experiment}/{method}.log",
+        W.TUNE_SELECT_LOG,
     conda:
         ENV
     shell:
