@@ -114,7 +114,8 @@ def _train(args: argparse.Namespace) -> None:
                       args.log[i] if args.log else None)
                for i, spec in enumerate(args.spec)]
     train_jobs(members, args.data, threads=args.threads, progress=args.progress,
-               checkpoint_every=args.checkpoint_every, partial=args.partial)
+               checkpoint_every=args.checkpoint_every,
+               progress_tables=args.progress_table)
 
 
 def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
@@ -480,10 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--public-data", help="the public set's prepared data set (meta.json)")
     p.add_argument("--log", nargs="+", help="log file per run: that run's lines only "
                    "(all lines still go to stderr)")
-    p.add_argument("--partial", action="store_true",
-                   help="write each run's table so far to <out>.partial.parquet (for a "
-                   "running job's curve) at every checkpoint, or every --checkpoint-every "
-                   "rounds; deleted once its --out is written")
+    p.add_argument("--progress-table", action="store_true",
+                   help="write each run's progress table (its table so far, for a running "
+                   "job's curve) to <out>.partial.parquet at every checkpoint, or every "
+                   "--checkpoint-every rounds; deleted once its --out is written")
     p.set_defaults(func=_train)
 
     p = sub.add_parser(

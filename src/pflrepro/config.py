@@ -722,8 +722,8 @@ def _check_methods_fit(exp: ExperimentConfig, methods: Mapping[str, MethodConfig
                 f"{info.name}) needs one architecture for every client and cannot run "
                 f"with {len(t.architectures)} architectures; drop the method or "
                 f"training.architectures (methods that accept several: {able})")
-        if t.client_fraction < 1.0 and not info.partial_participation:
-            able = sorted(n for n, i in INFOS.items() if i.partial_participation)
+        if t.client_fraction < 1.0 and not info.client_sampling:
+            able = sorted(n for n, i in INFOS.items() if i.client_sampling)
             raise ConfigError(
                 f"{where}.training.client_fraction: method {m!r} (algorithm "
                 f"{info.name}) trains every client every round and does not support "

@@ -399,7 +399,7 @@ class Engine:
             checkpoint: Checkpointer | None = None) -> R.MetricLog:
         """Run every round of ``algorithm``; return the run's metric log.
 
-        ``progress`` reports each round (a log line per evaluated round, a partial run
+        ``progress`` reports each round (a log line per evaluated round, a progress
         table now and then; :class:`pflrepro.progress.RoundProgress`); None: one that
         logs the lines only. Anything else raises :class:`TypeError`.
 

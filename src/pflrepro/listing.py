@@ -48,7 +48,7 @@ def methods() -> str:
         needs = [text for flag, text in (
             (info.requires_plain_sgd, "plain SGD (optimizer: sgd, momentum: 0)"),
             (info.needs_public, "an unlabeled public set"),
-            (info.partial_participation, "accepts client_fraction < 1"),
+            (info.client_sampling, "accepts client_fraction < 1"),
             (info.heterogeneous_models, "accepts several architectures"),
         ) if flag]
         lines.append(f"## {name}")

@@ -1,4 +1,4 @@
-"""Live progress of a training job: a line per evaluated round, a partial run table.
+"""Live progress of a training job: a line per evaluated round, a progress table.
 
 (``pflrepro status``, which reads those lines and tables back for a whole results
 directory, is :mod:`pflrepro.status`.)
@@ -11,10 +11,14 @@ A training job (:meth:`pflrepro.engine.Engine.run`) reports each round to a
 (mean and test-set-size-weighted client accuracy and the mean client test loss of that
 round, the time since training started (data loaded, model built), and the time left
 at the mean pace of the rounds this process has run). Every ``flush_every`` rounds it
-hands the metrics so far to ``partial``: the workflow's jobs write them to
-``<run>.partial.parquet`` beside the run's output (:func:`partial_path`), atomically, so
-the curve of a running job can be read with ``pandas.read_parquet``; the job deletes it
-once the run's Parquet is written.
+hands the metrics so far to ``flush``: the workflow's jobs write them, the run's
+*progress table*, to ``<run>.partial.parquet`` beside the run's output
+(:func:`progress_table_path`), atomically, so the curve of a running job can be read
+with ``pandas.read_parquet``; the job deletes it once the run's Parquet is written.
+(The word "partial" names the tables of a failed workflow's finished runs,
+:mod:`pflrepro.reporting.partial`; the progress table's file keeps the suffix it had
+before the two got their own words, which ``pflrepro status`` and ``pflrepro verify``
+look for.)
 """
 
 from __future__ import annotations
@@ -34,15 +38,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Suffix of the partial run table written beside a running job's output.
-PARTIAL_SUFFIX = ".partial.parquet"
+#: Suffix of the progress table written beside a running job's output.
+PROGRESS_TABLE_SUFFIX = ".partial.parquet"
 
 
-def partial_path(out: str | Path) -> Path:
-    """The partial table of the run written to ``out``: ``x.parquet`` -> ``x.partial.parquet``."""
+def progress_table_path(out: str | Path) -> Path:
+    """The progress table of the run written to ``out``: ``x.parquet`` -> ``x.partial.parquet``."""
     out = Path(out)
     stem = out.name[:-len(".parquet")] if out.name.endswith(".parquet") else out.name
-    return out.with_name(stem + PARTIAL_SUFFIX)
+    return out.with_name(stem + PROGRESS_TABLE_SUFFIX)
 
 
 def format_duration(seconds: float) -> str:
@@ -105,15 +109,15 @@ def client_test_sizes(out: R.MetricLog) -> dict[int, float]:
 
 
 class RoundProgress:
-    """Reports a run's rounds: a log line per evaluated round, a partial table now and then.
+    """Reports a run's rounds: a log line per evaluated round, a progress table now and then.
 
-    ``partial`` (optional) is called with the run's metric log after every round that
+    ``flush`` (optional) is called with the run's metric log after every round that
     is a multiple of ``flush_every``; ``bar`` wraps the rounds in a tqdm bar (stderr).
     ``clock`` is for tests.
     """
 
     def __init__(self, rounds: int, name: str = "", *, bar: bool = False,
-                 partial: Callable[[R.MetricLog], None] | None = None, flush_every: int = 10,
+                 flush: Callable[[R.MetricLog], None] | None = None, flush_every: int = 10,
                  logger: logging.Logger | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if flush_every < 1:
@@ -121,7 +125,7 @@ class RoundProgress:
         self.total = int(rounds)
         self.name = name
         self.bar = bar
-        self.partial = partial
+        self.flush = flush
         self.flush_every = flush_every
         self.log = logger or log
         self.clock = clock
@@ -144,13 +148,13 @@ class RoundProgress:
         return todo
 
     def round_done(self, rnd: int, out: R.MetricLog) -> RoundSummary | None:
-        """After round ``rnd``: log its line if it was evaluated, flush the partial table."""
+        """After round ``rnd``: log its line if it was evaluated, flush the progress table."""
         summary = self.summarise(rnd, out)
         if summary is not None:
             self.summaries.append(summary)
             self.log.info("%s", summary.line())
-        if self.partial is not None and (rnd % self.flush_every == 0) and rnd < self.total:
-            self.partial(out)
+        if self.flush is not None and (rnd % self.flush_every == 0) and rnd < self.total:
+            self.flush(out)
         return summary
 
     def summarise(self, rnd: int, out: R.MetricLog) -> RoundSummary | None:
@@ -175,7 +179,7 @@ class RoundProgress:
             elapsed_s=now - self.started, left_s=pace * (self.total - rnd))
 
 
-def write_partial(frame: pd.DataFrame, path: str | Path) -> None:
+def write_progress_table(frame: pd.DataFrame, path: str | Path) -> None:
     """Write a running job's table so far to ``path`` atomically (no digest record)."""
     from pflrepro.io import atomic_path
 
@@ -183,6 +187,6 @@ def write_partial(frame: pd.DataFrame, path: str | Path) -> None:
         frame.to_parquet(tmp, index=False, engine="pyarrow")
 
 
-def remove_partial(out: str | Path) -> None:
-    """Delete the partial table of the run written to ``out`` (once that is written)."""
-    partial_path(out).unlink(missing_ok=True)
+def remove_progress_table(out: str | Path) -> None:
+    """Delete the progress table of the run written to ``out`` (once that is written)."""
+    progress_table_path(out).unlink(missing_ok=True)

@@ -3,7 +3,7 @@
 :func:`job_status` reads ``results/runs`` and ``logs/train`` and classifies every job
 it finds as finished, running, failed or stale (and, given the config's list of jobs,
 pending); :func:`format_status` renders that. It reads back what a running job writes
-through :mod:`pflrepro.progress` (its log lines, its partial run table); split from
+through :mod:`pflrepro.progress` (its log lines, its progress table); split from
 that module so that the training code imports none of this.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pflrepro.progress import PARTIAL_SUFFIX, format_duration, partial_path
+from pflrepro.progress import PROGRESS_TABLE_SUFFIX, format_duration, progress_table_path
 
 if TYPE_CHECKING:
     from pflrepro.config import RunKey
@@ -67,7 +67,7 @@ def job_status(results: str | Path = "results", logs: str | Path = "logs", *,
     * finished: its run table exists (``detail``: the log's "rounds in s" line);
     * failed: no run table, and its log has an error line (``detail``: the first one);
     * running: no run table, no error, log written to in the last ``stale_after_s``
-      seconds (``detail``: the last progress line, and the partial table if any);
+      seconds (``detail``: the last progress line, and the progress table if any);
     * stale: the same, but the log is older (a job killed without a word, or one on
       another machine whose logs lag); ``detail`` as for running;
     * pending: listed in ``expected`` (experiment, partition, method, run) but neither
@@ -78,8 +78,9 @@ def job_status(results: str | Path = "results", logs: str | Path = "logs", *,
     """
     runs_root, logs_root = Path(results) / "runs", Path(logs) / "train"
     now = time.time() if now is None else now
-    finished = {k for p in runs_root.rglob("*.parquet") if not p.name.endswith(PARTIAL_SUFFIX)
-                if (k := _job_key(p, runs_root, ".parquet")) is not None}
+    finished = {k for p in runs_root.rglob("*.parquet")
+                if not p.name.endswith(PROGRESS_TABLE_SUFFIX)
+                and (k := _job_key(p, runs_root, ".parquet")) is not None}
     logs_by_key = {k: p for p in logs_root.rglob("*.log")
                    if (k := _job_key(p, logs_root, ".log")) is not None}
     out: list[JobStatus] = []
@@ -99,9 +100,9 @@ def job_status(results: str | Path = "results", logs: str | Path = "logs", *,
             continue
         progress = [m.group(0) for ln in lines if (m := PROGRESS_LINE.search(ln))]
         detail = progress[-1] if progress else "no round finished yet"
-        partial = partial_path(runs_root.joinpath(*key[:3], key[3] + ".parquet"))
-        if partial.exists():
-            detail += f"; curve so far: {partial}"
+        table = progress_table_path(runs_root.joinpath(*key[:3], key[3] + ".parquet"))
+        if table.exists():
+            detail += f"; curve so far: {table}"
         age = now - log_path.stat().st_mtime
         state = "running" if age <= stale_after_s else "stale"
         if state == "stale":

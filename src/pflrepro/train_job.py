@@ -26,7 +26,7 @@ from pflrepro.data.partition import read_partition
 from pflrepro.data.public import read_public
 from pflrepro.data.store import load_dataset
 from pflrepro.engine import Engine
-from pflrepro.progress import RoundProgress, write_partial
+from pflrepro.progress import RoundProgress, write_progress_table
 from pflrepro.training import TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,13 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
         threads: int | None = None, progress: bool = False,
         checkpoint: Checkpointer | None = None,
         public: tuple[str | Path, str | Path] | None = None,
-        partial: str | Path | None = None, partial_every: int = 10) -> pd.DataFrame:
+        progress_table: str | Path | None = None,
+        progress_table_every: int = 10) -> pd.DataFrame:
     """Train ``spec`` on the prepared data set and partition; return the run table.
 
     Each evaluated round logs a progress line (:mod:`pflrepro.progress`); with
-    ``partial`` the run table so far is written there (atomically) every
-    ``partial_every`` rounds, or at every checkpoint when checkpointing (``progress``:
+    ``progress_table`` the run table so far is written there (atomically) every
+    ``progress_table_every`` rounds, or at every checkpoint when checkpointing (``progress``:
     a tqdm bar besides).
 
     With ``checkpoint`` the run resumes from and saves checkpoints, and SIGTERM
@@ -130,12 +131,12 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
                  if path == "vmap" else "one client after another")
         config = _config_columns(spec, path)
         writer = None
-        if partial is not None:
+        if progress_table is not None:
             def writer(metrics: R.MetricLog) -> None:
-                write_partial(metrics.to_frame(config), partial)
+                write_progress_table(metrics.to_frame(config), progress_table)
         reporter = RoundProgress(spec.training.rounds, spec.method, bar=progress,
-                                 partial=writer, flush_every=checkpoint.every
-                                 if checkpoint is not None else partial_every)
+                                 flush=writer, flush_every=checkpoint.every
+                                 if checkpoint is not None else progress_table_every)
         metrics = _train(engine, cls(engine, hyper), spec, reporter, checkpoint)
     finally:
         if engine is not None:
@@ -246,7 +247,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
                progress: bool = False, checkpoint_every: int = 10,
-               partial: bool = False) -> list[pd.DataFrame]:
+               progress_tables: bool = False) -> list[pd.DataFrame]:
     """``pflrepro train``: train each member in turn in this process, write its run table.
 
     Several runs of one (experiment, partition, method) share one job so that they pay
@@ -255,16 +256,16 @@ def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
     next), logs to its own ``log`` and writes its table atomically with its digest
     (:func:`pflrepro.io.write_parquet`). The first run that fails (or is stopped by
     SIGTERM) stops the job: the runs before it are complete files, the ones after it
-    are not started, and none is half-written. ``partial``: each run's table so far at
-    :func:`pflrepro.progress.partial_path` of its ``out``, deleted once ``out`` is
-    written. Checkpoints are deleted once every member's table is written, so that a
+    are not started, and none is half-written. ``progress_tables``: each run's table so
+    far at :func:`pflrepro.progress.progress_table_path` of its ``out``, deleted once
+    ``out`` is written. Checkpoints are deleted once every member's table is written, so that a
     retry of a job stopped part-way resumes its finished runs from their last
     checkpoint rather than from round 0.
     """
     import hashlib
 
     from pflrepro.io import write_parquet
-    from pflrepro.progress import partial_path, remove_partial
+    from pflrepro.progress import progress_table_path, remove_progress_table
 
     outs = [str(m.out) for m in members]
     if len(set(outs)) != len(outs):
@@ -283,8 +284,9 @@ def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
             try:
                 frame = run(spec, data, member.partition, threads=threads, progress=progress,
                             checkpoint=checkpointer, public=member.public,
-                            partial=partial_path(member.out) if partial else None,
-                            partial_every=checkpoint_every)
+                            progress_table=(progress_table_path(member.out)
+                                            if progress_tables else None),
+                            progress_table_every=checkpoint_every)
             except Interrupted:
                 raise  # SIGTERM: its checkpoint is saved; the CLI says so
             except Exception as err:
@@ -293,7 +295,7 @@ def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
                 raise
             write_parquet(frame, member.out)
             log.info("wrote %s (%d rows)", member.out, len(frame))
-            remove_partial(member.out)
+            remove_progress_table(member.out)
         frames.append(frame)
     for checkpointer in checkpointers:
         checkpointer.remove()
@@ -304,8 +306,8 @@ def train_job(spec_json: str, data: str | Path, partition: str | Path, out: str 
               threads: int = 1, progress: bool = False, checkpoint: str | Path | None = None,
               checkpoint_every: int = 10,
               public: tuple[str | Path, str | Path] | None = None,
-              partial: bool = False) -> pd.DataFrame:
+              progress_tables: bool = False) -> pd.DataFrame:
     """One run of :func:`train_jobs` (its log lines go where logging already goes)."""
     return train_jobs([Member(spec_json, partition, out, checkpoint, public)], data,
                       threads=threads, progress=progress, checkpoint_every=checkpoint_every,
-                      partial=partial)[0]
+                      progress_tables=progress_tables)[0]

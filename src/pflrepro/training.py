@@ -30,7 +30,7 @@ TRAINING_DOCS: dict[str, str] = {
     "client_fraction": "C: fraction of the clients that take part in each round (0 < C <= 1); "
                        "m = max(1, round(C * K)) clients drawn uniformly without "
                        "replacement, seeded by (seed, round). Only methods that support "
-                       "partial participation accept C < 1 (the config check says which).",
+                       "client sampling accept C < 1 (the config check says which).",
     "architectures": "Model heterogeneity: a list of {model, model_options} from the "
                      "smallest to the largest model; each client gets one (drawn by "
                      "architecture_assignment, seeded, recorded per client as the metric "

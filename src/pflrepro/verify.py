@@ -17,8 +17,9 @@ made from it; a data set's damaged array is set aside (its preparation reruns); 
 checkpoint is set aside (its run restarts from round 0). Files without a digest
 record (written before files carried them) are reported and left alone; with
 ``adopt`` their records are written, which trusts them as they are now: only for
-files one knows to be whole. Temporary files, partial tables (``.partial.parquet``)
-and ``.corrupt-<n>`` copies are not checked; tables and figures carry no digests.
+files one knows to be whole. Temporary files, running jobs' progress tables
+(``.partial.parquet``) and ``.corrupt-<n>`` copies are not checked; tables and figures
+carry no digests.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pflrepro.io import (
     set_aside,
     write_digest,
 )
+from pflrepro.progress import PROGRESS_TABLE_SUFFIX
 
 #: Folders under the results directory that hold digested Parquet files.
 PARQUET_DIRS = ("runs", "partitions", "public", "aggregate")
@@ -55,7 +57,7 @@ class Finding:
 
 def _skipped(path: Path) -> bool:
     name = path.name
-    return (name.startswith(".") or ".corrupt-" in name or name.endswith(".partial.parquet")
+    return (name.startswith(".") or ".corrupt-" in name or name.endswith(PROGRESS_TABLE_SUFFIX)
             or not path.is_file())
 
 

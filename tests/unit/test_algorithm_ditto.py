@@ -118,5 +118,5 @@ def test_docstring_cites_files_of_the_official_repository():
 
     assert "flearn/trainers/ditto.py" not in ditto.__doc__
     assert "flearn/trainers_MTL/ditto.py" in ditto.__doc__
-    assert Ditto.partial_participation
+    assert Ditto.client_sampling
     assert "full participation" not in ditto.__doc__

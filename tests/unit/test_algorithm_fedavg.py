@@ -76,7 +76,7 @@ def test_parse_hyper():
         parse_hyper(FedAvg, {"finetune_epochs": 1})
 
 
-def test_partial_participation_averages_the_participants_only():
+def test_client_sampling_averages_the_participants_only():
     from _fl_helpers import make_data
 
     data = make_data(n_train=(4, 2, 3, 5), n_test=(1, 1, 1, 1))

@@ -494,7 +494,7 @@ def test_invalid_for_engine():
         _alg({"val_fraction": 0.95})
 
 
-def test_partial_participation_only_the_sampled_mix_train_and_talk():
+def test_client_sampling_only_the_sampled_mix_train_and_talk():
     e, alg = _alg(client_fraction=0.5, lr=0.3)
     state, _ = alg.round(alg.init(), 1)
     before = {k: clone(state[k]) for k in ("params", "opt", "previous", "affinity")}

@@ -185,10 +185,10 @@ def test_non_participants_predict_with_their_current_best_hypothesis():
                                    e.probs(take(state["hypotheses"], best), xk))
 
 
-def test_docstring_states_partial_participation():
+def test_docstring_states_client_sampling():
     from pflrepro.algorithms import hypcluster
 
-    assert HypCluster.partial_participation
+    assert HypCluster.client_sampling
     assert "full participation" not in hypcluster.__doc__
     assert "every client takes part in every round" not in hypcluster.__doc__
     assert "client_fraction" in hypcluster.__doc__

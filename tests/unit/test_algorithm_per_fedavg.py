@@ -203,7 +203,7 @@ def test_bad_hyperparameters():
         parse_hyper(PerFedAvg, {"personal_steps": 0})
 
 
-def test_partial_participation_alpha_zero_is_fedavgs():
+def test_client_sampling_alpha_zero_is_fedavgs():
     """With C < 1 only the sampled clients train; α = 0 FO still equals FedAvg bit for bit."""
     from _fl_helpers import make_data
 
@@ -223,10 +223,10 @@ def test_partial_participation_alpha_zero_is_fedavgs():
         assert [k for k in range(4) if la[k] == la[k]] == chosen  # NaN: did not train
 
 
-def test_docstring_states_partial_participation():
+def test_docstring_states_client_sampling():
     from pflrepro.algorithms import per_fedavg
 
-    assert PerFedAvg.partial_participation
+    assert PerFedAvg.client_sampling
     assert "full participation" not in per_fedavg.__doc__
     assert "client_fraction" in per_fedavg.__doc__
 

@@ -153,7 +153,7 @@ def test_parse_hyper():
             parse_hyper(Scaffold, bad)
 
 
-def test_partial_participation_updates_controls_of_the_sampled_only():
+def test_client_sampling_updates_controls_of_the_sampled_only():
     # c ← c + (1/N) Σ_{i∈S} (c_i⁺ − c_i); x ← x + mean_{i∈S}(y_i − x); others untouched
     from _fl_helpers import make_data
 

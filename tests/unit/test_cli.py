@@ -323,14 +323,14 @@ def test_train_several_runs_write_the_bytes_of_each_run_trained_alone(
                  "--data", str(digits), "--partition", *(str(parts[s]) for s, _ in BATCH),
                  "--out", *map(str, outs), "--log", *map(str, logs),
                  "--checkpoint", *map(str, ckpts), "--checkpoint-every", "1",
-                 "--partial"]) == 0
+                 "--progress-table"]) == 0
     for (split, seed), out, log in zip(BATCH, outs, logs, strict=True):
         assert out.read_bytes() == (alone / f"{split}-{seed}" / "run.parquet").read_bytes()
         read_table(out)  # checked against its own .sha256 record
         text = log.read_text()
         assert text.count("federico: 3 rounds in") == 1 and f"wrote {out} " in text
         assert not [o for o in outs if o != out and str(o) in text]  # only its own lines
-    # checkpoints and partial tables are gone once every table is written
+    # checkpoints and progress tables are gone once every table is written
     assert sorted(p.name for p in together.iterdir()) == sorted(
         [o.name for o in outs] + [o.name + ".sha256" for o in outs] + [g.name for g in logs])
 

@@ -51,7 +51,7 @@ def _mutated(mutate: Mutate) -> dict[str, Any]:
 
 
 def _fedavg_only(fraction: float) -> Mutate:
-    def mutate(c: dict[str, Any]) -> None:  # fedavg takes part-participation
+    def mutate(c: dict[str, Any]) -> None:  # fedavg takes client sampling
         _exp(c).update(methods=["fedavg"], training={"client_fraction": fraction})
     return mutate
 

@@ -125,7 +125,7 @@ CASES: list[tuple[str, Mutate, str]] = [
      r"experiments\.tiny\.training\.optimizer: method 'scaffold' \(algorithm scaffold\) "
      r"requires plain SGD"),
     ("scaffold_momentum", _scaffold_with("sgd", 0.9), r"requires plain SGD.*momentum 0.9"),
-    # partial participation only for the methods that train the round's participants
+    # client sampling only for the methods that train the round's participants
     ("client_fraction_federico", lambda c: c["training"].update(client_fraction=0.5),
      r"training\.client_fraction: method 'federico' \(algorithm federico\) trains every "
      r"client every round .* methods that do: \[.*'fedavg'"),

@@ -7,7 +7,7 @@ import pytest
 
 from pflrepro import results as R
 from pflrepro.cli import main
-from pflrepro.progress import RoundProgress, format_duration, partial_path
+from pflrepro.progress import RoundProgress, format_duration, progress_table_path
 
 
 class Clock:
@@ -54,9 +54,9 @@ def test_a_resumed_run_paces_from_its_own_rounds() -> None:
     assert summary is not None and summary.left_s == 30.0
 
 
-def test_unevaluated_rounds_log_nothing_and_partials_follow_flush_every() -> None:
+def test_unevaluated_rounds_log_nothing_and_flushes_follow_flush_every() -> None:
     flushed: list[int] = []
-    bar = RoundProgress(6, partial=lambda out: flushed.append(max(out.rounds)),
+    bar = RoundProgress(6, flush=lambda out: flushed.append(max(out.rounds)),
                         flush_every=2)
     out = R.MetricLog()
     for rnd in bar.rounds(1):
@@ -65,11 +65,11 @@ def test_unevaluated_rounds_log_nothing_and_partials_follow_flush_every() -> Non
     assert flushed == [2, 4]  # not the last round: the run's own table follows it
 
 
-def test_format_duration_and_partial_path() -> None:
+def test_format_duration_and_progress_table_path() -> None:
     assert format_duration(12.34) == "12.3s"
     assert format_duration(3725) == "1:02:05"
     assert format_duration(float("inf")) == "?"
-    assert partial_path("a/split0-seed1.parquet") == Path("a/split0-seed1.partial.parquet")
+    assert progress_table_path("a/split0-seed1.parquet") == Path("a/split0-seed1.partial.parquet")
 
 
 TINY = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fedavg",
@@ -78,10 +78,10 @@ TINY = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fed
                      "device": "cpu"}}
 
 
-def test_train_logs_each_round_and_flushes_then_removes_the_partial_table(
+def test_train_logs_each_round_and_flushes_then_removes_the_progress_table(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    import pflrepro.train_job as run_module
+    import pflrepro.train_job as train_job_module
 
     data = tmp_path / "digits"
     assert main(["prepare", "--dataset", "digits", "--out", str(data), "--raw",
@@ -91,7 +91,7 @@ def test_train_logs_each_round_and_flushes_then_removes_the_partial_table(
                  json.dumps({"scheme": "iid", "clients": 3}), "--seed", "0",
                  "--out", str(part)]) == 0
     written: list[tuple[int, int]] = []
-    real = run_module.write_partial
+    real = train_job_module.write_progress_table
 
     def spy(frame: pd.DataFrame, path: Path) -> None:
         real(frame, path)
@@ -99,17 +99,17 @@ def test_train_logs_each_round_and_flushes_then_removes_the_partial_table(
         assert list(back.columns) == list(R.VALUE_COLUMNS + R.CONFIG_COLUMNS)
         written.append((int(back["round"].max()), len(back)))
 
-    monkeypatch.setattr(run_module, "write_partial", spy)
+    monkeypatch.setattr(train_job_module, "write_progress_table", spy)
     out = tmp_path / "run.parquet"
     with caplog.at_level(logging.INFO, logger="pflrepro.progress"):
         assert main(["train", "--spec", json.dumps(TINY), "--data", str(data), "--partition",
                      str(part), "--checkpoint", str(out) + ".ckpt", "--checkpoint-every",
-                     "1", "--partial", "--out", str(out)]) == 0
+                     "1", "--progress-table", "--out", str(out)]) == 0
     assert [r for r, _ in written] == [1, 2]  # each checkpoint but the last round's
     lines = [m for m in caplog.messages if m.startswith("round ")]
     assert [m.split(":")[0] for m in lines] == ["round 1/3", "round 2/3", "round 3/3"]
     final = pd.read_parquet(out)
     acc = final[(final["metric"] == R.TEST_ACCURACY) & (final["round"] == 3)]["value"]
     assert f"mean acc {acc.mean():.4f}" in lines[-1]
-    assert not partial_path(out).exists() and out.exists()
+    assert not progress_table_path(out).exists() and out.exists()
     assert not Path(str(out) + ".ckpt").exists()

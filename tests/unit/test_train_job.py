@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pflrepro import results as R
-from pflrepro import train_job as run_module
+from pflrepro import train_job as train_job_module
 from pflrepro.data.datasets import prepare_dataset
 from pflrepro.data.partition import from_spec, write_partition
 from pflrepro.data.store import load_dataset
@@ -134,7 +134,7 @@ def test_run_rejects_partition_of_other_dataset(prepared):
     data_dir, part_path, _ = prepared
     spec = RunSpec.from_json(json.dumps(_spec_dict(dataset="mnist")))
     with pytest.raises(ValueError, match="is for data set 'digits'"):
-        run_module.run(spec, data_dir, part_path)
+        train_job_module.run(spec, data_dir, part_path)
 
 
 @pytest.mark.parametrize("algorithm", ["fedavg", "federico", "fedem"])

@@ -6,8 +6,9 @@
 # settings, a digest of the method's code), so Snakemake reruns exactly the jobs whose
 # spec changed.
 # While it runs, a job logs one line per evaluated round (accuracy, loss, elapsed, time
-# left) and keeps its curve so far in <run>.partial.parquet beside the output (written at
-# each checkpoint, deleted with the checkpoint once the run's table is written);
+# left) and keeps its curve so far (its progress table) in <run>.partial.parquet beside
+# the output (written at each checkpoint, deleted with the checkpoint once the run's
+# table is written);
 # `pflrepro status` summarises finished, running and failed jobs.
 
 
@@ -42,13 +43,13 @@ rule train:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " train --spec {params.spec:q} --data {input.meta:q} --partition {input.partition:q}"
         " --checkpoint {output:q}.ckpt {params.public:q}"
-        " --threads {threads:q} --partial --out {output:q} > {log:q} 2>&1"
+        " --threads {threads:q} --progress-table --out {output:q} > {log:q} 2>&1"
 
 
 # Several runs per job (`runs_per_job`, README "Running"): what pays for Python's and
 # torch's start-up once instead of once a run. One rule per chunk of (split, seed) runs,
 # shared by the experiments with that chunk. Each run keeps its table, digest, log
-# (TRAIN_LOG), checkpoint and partial table, with the bytes it has when trained alone;
+# (TRAIN_LOG), checkpoint and progress table, with the bytes it has when trained alone;
 # the process's stderr goes to the job's log (W.BATCH_LOG). A job reruns as a whole: a
 # changed spec of one member (params.spec lists every member's) reruns all of them.
 # TRAIN_BATCHES, batch_function, batch_runtime: common.smk
@@ -87,4 +88,4 @@ for _batch in TRAIN_BATCHES:
             " train --spec {params.spec:q} --data {input.meta:q}"
             " --partition {params.partitions:q} --checkpoint {params.checkpoints:q}"
             " --log {params.logs:q} {params.public:q}"
-            " --threads {threads:q} --partial --out {output:q} > {log.job:q} 2>&1"
+            " --threads {threads:q} --progress-table --out {output:q} > {log.job:q} 2>&1"

@@ -77,9 +77,10 @@ class Algorithm(ABC):
     #: Presumes plain SGD (``training.optimizer: sgd``, ``momentum: 0``); the config
     #: check rejects any other optimiser before a job starts.
     requires_plain_sgd: ClassVar[bool] = False
-    #: Trains only ``engine.participants(rnd)`` each round, so it accepts
+    #: Client sampling (the papers' "partial participation"): trains only
+    #: ``engine.participants(rnd)`` each round, so it accepts
     #: ``training.client_fraction`` < 1; the config check rejects it for the others.
-    partial_participation: ClassVar[bool] = False
+    client_sampling: ClassVar[bool] = False
     #: Distills on the experiment's unlabeled public set (``engine.data.public``); the
     #: config check rejects an experiment without one.
     needs_public: ClassVar[bool] = False

@@ -21,12 +21,12 @@ from pflrepro.terms import GradTerm
 class FedAvgBase(Algorithm):
     """FedAvg's round and state, shared by its variants.
 
-    With partial participation the round's participants train and the others keep
+    With client sampling (C < 1) the round's participants train and the others keep
     their optimiser state. Subclasses change how a client predicts, or add gradient
     terms to its local steps (:meth:`terms`, FedProx).
     """
 
-    partial_participation = True
+    client_sampling = True
 
     def terms(self, state: State) -> tuple[GradTerm, ...]:
         """Gradient terms of every client's local steps this round (none for FedAvg)."""

@@ -183,7 +183,7 @@ class FedDF(Algorithm):
     summary = ("FedDF (Lin et al. 2020): FedAvg per architecture, then ensemble distillation "
                "of each global model on the unlabeled public set.")
     Hyper = FedDFHyper
-    partial_participation = True
+    client_sampling = True
     needs_public = True
     heterogeneous_models = True
 

@@ -70,7 +70,7 @@ does, so that harmful models fall below untried ones (P_ii is updated too but ne
 used: a client does not download itself). Clients keep their optimiser state across
 rounds (the official code resets it at every update).
 
-Partial participation (``training.client_fraction`` < 1, PerFed-CKT's Table 1): only
+Client sampling (``training.client_fraction`` < 1, PerFed-CKT's Table 1): only
 the round's participants (``engine.participants``) download, mix, train and upload;
 the server holds every client's last uploaded model, so a participant's downloads are
 chosen among all other clients as above (a client never sampled yet still offers its
@@ -189,7 +189,7 @@ class FedFomo(Algorithm):
     summary = "FedFomo (Zhang et al. 2021): clients mix in models that lower their val loss."
     Hyper = FedFomoHyper
     records = (WEIGHT,)
-    partial_participation = True
+    client_sampling = True
 
     def __init__(self, engine: Engine, hyper: FedFomoHyper) -> None:
         super().__init__(engine, hyper)

@@ -105,7 +105,7 @@ class HypCluster(Algorithm):
                "uses the one of lowest training loss.")
     Hyper = HypClusterHyper
     records = (CLUSTER,)
-    partial_participation = True
+    client_sampling = True
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:

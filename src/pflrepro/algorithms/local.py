@@ -20,7 +20,7 @@ class Local(Algorithm):
 
     name = "local"
     summary = "Local training only, no collaboration (FedeRiCo 'Local', FedAMP 'Separate')."
-    partial_participation = True
+    client_sampling = True
 
     def init(self) -> State:
         """Each client initialises its own model and optimiser."""

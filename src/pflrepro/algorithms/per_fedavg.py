@@ -118,7 +118,7 @@ class PerFedAvg(Algorithm):
                "f_i(w − α∇f_i(w)); each client personalises by one α-step.")
     Hyper = PerFedAvgHyper
     records = ()
-    partial_participation = True
+    client_sampling = True
 
     def init(self) -> State:
         """One global model; one optimiser state per client."""

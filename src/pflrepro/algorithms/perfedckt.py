@@ -100,7 +100,7 @@ class PerFedCKT(Algorithm):
     summary = ("PerFed-CKT (Cho et al. 2021): clients co-distill on an unlabeled public set "
                "towards the nearest k-means centroid of the sampled clients' soft decisions.")
     Hyper = PerFedCKTHyper
-    partial_participation = True
+    client_sampling = True
     needs_public = True
     heterogeneous_models = True
 

@@ -64,7 +64,7 @@ class AlgorithmInfo:
     #: Metric names its ``record`` logs besides the engine's (e.g. ``weight``).
     records: tuple[str, ...] = ()
     #: Accepts ``training.client_fraction`` < 1 (trains the round's participants only).
-    partial_participation: bool = False
+    client_sampling: bool = False
     #: Needs the experiment's unlabeled public set.
     needs_public: bool = False
     #: Accepts clients of different architectures (``training.architectures``).
@@ -100,7 +100,7 @@ class _Registry(Mapping[str, AlgorithmInfo]):
             self._infos = {
                 name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
                                     cls.requires_plain_sgd, tuple(cls.records),
-                                    cls.partial_participation, cls.needs_public,
+                                    cls.client_sampling, cls.needs_public,
                                     cls.heterogeneous_models)
                 for name, cls in sorted(LOADED.items())}
         return self._infos

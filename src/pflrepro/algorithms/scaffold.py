@@ -49,13 +49,13 @@ class ScaffoldHyper:
 
 @register_algorithm
 class Scaffold(Algorithm):
-    """SCAFFOLD with option II control updates and full participation."""
+    """SCAFFOLD, option II control updates; with client sampling only the sampled update."""
 
     name = "scaffold"
     summary = "SCAFFOLD (Karimireddy et al. 2020): control variates against client drift."
     Hyper = ScaffoldHyper
     requires_plain_sgd = True
-    partial_participation = True
+    client_sampling = True
 
     def __init__(self, engine: Engine, hyper: ScaffoldHyper) -> None:
         super().__init__(engine, hyper)
