@@ -7,7 +7,11 @@ and it runs the rounds with checkpoints. It knows no algorithm by name: a method
 local training goes through :meth:`Engine.train` (any set of clients, on the path the
 config chooses, :mod:`pflrepro.local_training`) with the gradient terms the method adds
 (:mod:`pflrepro.terms`). The data live in :class:`~pflrepro.data.federated.FederatedData`;
-stacked parameter helpers in :mod:`pflrepro.params`.
+stacked parameter helpers in :mod:`pflrepro.params`; the per-client architectures
+(their models, assignment and lookup) in :mod:`pflrepro.architectures`, which the
+engine exposes to the methods (``arch_of``, :meth:`Engine.arch_index`,
+:meth:`Engine.net_for`); the distillation pass on public rows in
+:mod:`pflrepro.distillation`.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ from torch.func import functional_call
 from pflrepro import local_training as LT
 from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm, State
+from pflrepro.architectures import Architectures, assign_architectures
 from pflrepro.checkpoint import Checkpointer, Interrupted
-from pflrepro.communication import Traffic, size
+from pflrepro.communication import Traffic
 from pflrepro.data.federated import FederatedData
 from pflrepro.models import build_model
-from pflrepro.models.surgery import speed_up
 from pflrepro.objectives import Objective
 from pflrepro.optim import Optimizer, OptState, Params
-from pflrepro.params import stack
+from pflrepro.params import grad_leaves, stack
 from pflrepro.progress import RoundProgress
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed, torch_generator
 from pflrepro.terms import GradTerm
@@ -40,21 +44,6 @@ from pflrepro.threads import ClientThreads
 from pflrepro.training import TrainingConfig
 
 log = logging.getLogger(__name__)
-
-
-def _leaves(params: Params) -> Params:
-    """Parameters as fresh autograd leaves of a loss/gradient pass.
-
-    A view (a client's row of a stacked state) is copied: its version counter is the
-    whole stack's, which other client threads bump by writing their own rows.
-    """
-    return {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
-            for k, v in params.items()}
-
-
-def _shapes(params: Params, skip: int = 0) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Parameter names and shapes (without the first ``skip`` dimensions), sorted."""
-    return tuple(sorted((k, tuple(v.shape[skip:])) for k, v in params.items()))
 
 
 class Engine:
@@ -78,24 +67,16 @@ class Engine:
         self.seed = int(seed)
         self.device = device
         self.in_shape = in_shape
-        #: The run's architectures, (model, model_options), smallest first: one unless
+        #: The run's architectures (:mod:`pflrepro.architectures`): one unless
         #: ``training.architectures`` lists several (model heterogeneity).
-        self.archs = training.models
+        self.architectures = Architectures(training.models, in_shape, data.num_classes,
+                                           device)
+        #: (model, model_options) of each architecture, smallest first.
+        self.archs = self.architectures.specs
         #: One model instance per architecture, built once (``functional_call`` runs them
         #: with any parameters of their shape); :attr:`model` is the first.
-        self.models: list[nn.Module] = []
-        for name, options in self.archs:
-            model = build_model(name, in_shape, data.num_classes, **dict(options)).to(device)
-            model.requires_grad_(False)
-            speed_up(model)
-            self.models.append(model)
+        self.models: list[nn.Module] = self.architectures.models
         self.model: nn.Module = self.models[0]
-        self._arch_by_shape = {_shapes(dict(m.named_parameters())): a
-                               for a, m in enumerate(self.models)}
-        if len(self._arch_by_shape) != len(self.models):
-            raise ValueError(f"training.architectures: two entries have the same parameter "
-                             f"names and shapes ({[n for n, _ in self.archs]}); list each "
-                             f"architecture once")
         #: Client threads on the CPU; always one on a GPU.
         self.threads = ClientThreads(self.models, workers if device.type == "cpu" else 1)
         chunk = training.eval_batch_size
@@ -105,11 +86,13 @@ class Engine:
         #: loop logs and resets it (:mod:`pflrepro.communication`).
         self.traffic = Traffic(data.num_clients)
         #: Scalars in one model of each architecture (what sending it costs).
-        self.model_sizes = [size(dict(m.named_parameters())) for m in self.models]
+        self.model_sizes = self.architectures.sizes
         #: Scalars in one model (of the first architecture: the only one when homogeneous).
         self.model_size = self.model_sizes[0]
         #: Each client's architecture (an index into :attr:`archs`).
-        self.arch_of = self._assign_architectures()
+        self.arch_of = assign_architectures(
+            len(self.models), [self.n_train(k) for k in range(self.num_clients)], self.seed,
+            training.architecture_assignment)
 
     @property
     def net(self) -> nn.Module:
@@ -122,43 +105,9 @@ class Engine:
         """Whether clients run different architectures (``training.architectures``)."""
         return len(self.models) > 1
 
-    def _assign_architectures(self) -> list[int]:
-        """Each client's architecture, drawn from (seed, setup round, client, 'architecture').
-
-        ``data_size``: client k climbs each of the A - 1 steps above the smallest model
-        with probability n_k / max_j n_j (a binomial draw), so a larger model is the more
-        likely the more data the client holds and its expected rank is proportional to
-        its data size (PerFed-CKT Fig. 2a; the text gives no formula). ``uniform``: each
-        architecture with probability 1/A.
-        """
-        count = len(self.models)
-        if count == 1:
-            return [0] * self.num_clients
-        sizes = [self.n_train(k) for k in range(self.num_clients)]
-        largest = max(max(sizes), 1)
-        out = []
-        for k in range(self.num_clients):
-            gen = torch_generator(self.seed, SETUP_ROUND, k, "architecture")
-            if self.cfg.architecture_assignment == "uniform":
-                out.append(int(torch.randint(count, (1,), generator=gen)))
-            else:
-                climbs = torch.rand(count - 1, generator=gen, dtype=torch.float64)
-                out.append(int((climbs < sizes[k] / largest).sum()))
-        return out
-
     def arch_index(self, params: Params, stacked: bool = False) -> int:
-        """The architecture ``params`` belong to (by parameter names and shapes).
-
-        ``stacked``: ``params`` have a leading client dimension.
-        """
-        if len(self.models) == 1:
-            return 0
-        key = _shapes(params, skip=1 if stacked else 0)
-        try:
-            return self._arch_by_shape[key]
-        except KeyError:
-            raise ValueError("parameters of no architecture of this run: "
-                             f"{[(n, s) for n, s in key]}") from None
+        """The architecture ``params`` belong to (:meth:`Architectures.index`)."""
+        return self.architectures.index(params, stacked)
 
     def net_for(self, params: Params) -> nn.Module:
         """The calling thread's instance of the model ``params`` belong to."""
@@ -311,7 +260,7 @@ class Engine:
         With ``sample_weight`` the loss is ``Σ_s weight_s · ℓ_s`` (weights given per
         sample); without, the mean over the batch.
         """
-        p = _leaves(params)
+        p = grad_leaves(params)
         with torch.enable_grad():
             out = functional_call(self.net_for(p), p, (self.data.x[idx],))
             if sample_weight is None:
@@ -321,24 +270,6 @@ class Engine:
                         * sample_weight).sum()
             grads = torch.autograd.grad(loss, list(p.values()))
         return float(loss.detach()), dict(zip(p.keys(), grads, strict=True))
-
-    def distill_loss_and_grad(self, params: Params, x: torch.Tensor,
-                              target: torch.Tensor) -> tuple[float, Params]:
-        """Mean KL(target ‖ softmax(model(x))) over the rows of ``x``, and its gradient.
-
-        ``target`` holds a probability vector per row (soft labels from other models:
-        co-distillation, ensemble distillation). Only the cross-entropy part
-        −Σ target · log softmax carries gradient; the target's entropy is added to the
-        reported value so that it is the KL divergence itself (0 when they agree).
-        """
-        p = _leaves(params)
-        target = target.detach()
-        with torch.enable_grad():
-            log_q = functional_call(self.net_for(p), p, (x,)).log_softmax(dim=-1)
-            cross = -(target * log_q).sum(dim=-1).mean()
-            grads = torch.autograd.grad(cross, list(p.values()))
-        entropy = -(target * target.clamp_min(1e-12).log()).sum(dim=-1).mean()
-        return float(cross.detach() - entropy), dict(zip(p.keys(), grads, strict=True))
 
     # ------------------------------------------------------------------ training
     @property

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, grad_and_value, vjp, vmap
 
+from pflrepro.distillation import distill_loss_and_grad
 from pflrepro.optim import OptState, Params
 
 if TYPE_CHECKING:
@@ -433,8 +434,8 @@ class Distill(Objective):
         assert engine.data.public is not None
         rows = extra[0]
         loss, grads = engine.loss_and_grad(params, idx)
-        _, distill = engine.distill_loss_and_grad(params, engine.data.public[rows],
-                                                  self.targets[rows])
+        _, distill = distill_loss_and_grad(engine, params, engine.data.public[rows],
+                                           self.targets[rows])
         return loss, {k: g + self.lam * distill[k] for k, g in grads.items()}
 
     def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,

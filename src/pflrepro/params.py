@@ -10,7 +10,18 @@ import torch
 
 from pflrepro.optim import Params
 
-__all__ = ["RunningMean", "put", "put_rows", "rows", "stack", "take", "weighted_mean"]
+__all__ = ["RunningMean", "grad_leaves", "put", "put_rows", "rows", "stack", "take",
+           "weighted_mean"]
+
+
+def grad_leaves(params: Params) -> Params:
+    """Parameters as fresh autograd leaves of a loss/gradient pass.
+
+    A view (a client's row of a stacked state) is copied: its version counter is the
+    whole stack's, which other client threads bump by writing their own rows.
+    """
+    return {k: (v.detach().clone() if v._is_view() else v.detach()).requires_grad_(True)
+            for k, v in params.items()}
 
 
 def stack(params: Params, copies: int) -> Params:

@@ -7,6 +7,7 @@ import pytest
 import torch
 from _fl_helpers import B, W, assert_params_close, make_data, make_engine
 
+from pflrepro.algorithms import feddf
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.feddf import (
@@ -154,14 +155,14 @@ def _record(monkeypatch, e):
             seen["norm"].append(float(torch.sqrt(sum((g**2).sum() for g in grads.values()))))
         return step_(self, params, grads, state, active)
 
-    grad = e.distill_loss_and_grad
+    grad = feddf.distill_loss_and_grad
 
-    def spy_grad(params, x, target):
+    def spy_grad(engine, params, x, target):
         seen["rows"].append(x.clone())
-        return grad(params, x, target)
+        return grad(engine, params, x, target)
 
     monkeypatch.setattr(Optimizer, "step_", spy_step)
-    monkeypatch.setattr(e, "distill_loss_and_grad", spy_grad)
+    monkeypatch.setattr(feddf, "distill_loss_and_grad", spy_grad)
     return seen
 
 
@@ -190,7 +191,7 @@ def test_gradient_norm_is_clipped_at_clip_norm(monkeypatch):
     e, alg = _alg({"server_steps": 2})
     seen = _record(monkeypatch, e)
     student, teacher = _student_and_teacher(e)
-    monkeypatch.setattr(e, "distill_loss_and_grad", lambda p, x, t: (
+    monkeypatch.setattr(feddf, "distill_loss_and_grad", lambda engine, p, x, t: (
         0.0, {n: torch.full_like(v, 50.0 / math.sqrt(sum(u.numel() for u in p.values())))
               for n, v in p.items()}))
     alg.distill(student, teacher, rnd=1, arch=0)

@@ -83,6 +83,7 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
+from pflrepro.distillation import distill_loss_and_grad
 from pflrepro.optim import Optimizer, OptState, Params
 from pflrepro.params import stack, take, weighted_mean
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, torch_generator
@@ -254,7 +255,7 @@ class FedDF(Algorithm):
         stopper = EarlyStopping(hp.patience) if hp.early_stopping != "none" else None
         best: Params | None = None
         for s, batch in enumerate(batches):
-            _, grads = e.distill_loss_and_grad(work, public[batch], teacher[batch])
+            _, grads = distill_loss_and_grad(e, work, public[batch], teacher[batch])
             if hp.clip_norm > 0:
                 clip_global_norm_(grads, hp.clip_norm)
             lr = self.lr_at(s)
