@@ -42,7 +42,7 @@ def make_run(
     per_client: Mapping[str, Mapping[int, Sequence[float]]] | None = None,
     matrices: Mapping[str, Mapping[int, np.ndarray]] | None = None,
 ) -> pd.DataFrame:
-    """One synthetic run table (same shape as the helper in test_tables.py).
+    """One synthetic run table (same shape as the helper in _table_helpers.py).
 
     ``per_client`` and ``matrices`` add further metrics: name -> round -> values.
     """

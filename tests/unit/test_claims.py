@@ -35,7 +35,8 @@ from pflrepro.reporting.claims import (
     row_keys,
     write_claims,
 )
-from pflrepro.reporting.tables import accuracy_table, tidy_table
+from pflrepro.reporting.render import tidy_table
+from pflrepro.reporting.tables import accuracy_table
 from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from _figure_helpers import (
     weights_aggregate,
 )
 
+from pflrepro.reporting.accuracy import weighted_accuracy_per_round
 from pflrepro.reporting.figures.accuracy import mean_band_stats, plot_accuracy_vs_round, span
-from pflrepro.reporting.tables import weighted_accuracy_per_round
 
 LABELS = {"label_groups-clients3-groups2": "2 distributions",
           "label_groups-clients3-groups1": "1 distribution"}

@@ -5,122 +5,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 import pytest
+from _table_helpers import make_run, two_run_aggregate
 
-from pflrepro.reporting.tables import (
-    accuracy_table,
-    best_mean_accuracy,
-    final_accuracy,
-    weighted_accuracy_per_round,
-    write_table,
-)
-from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
-
-
-def make_run(
-    accuracies: Mapping[int, Sequence[float]],
-    n_test: Sequence[int] = (10, 30),
-    *,
-    method: str = "federico",
-    partition: str = "label_groups-clients2-groups2",
-    split_seed: int = 0,
-    train_seed: int = 0,
-    groups: Sequence[int] | None = None,
-    weights: Mapping[int, np.ndarray] | None = None,
-    dataset: str = "cifar10",
-    experiment: str = "table1",
-    with_n_test: bool = True,
-) -> pd.DataFrame:
-    """One synthetic run table: ``accuracies[round][client]``, sizes at round 0."""
-    log = MetricLog()
-    if with_n_test:
-        log.add_per_client(0, N_TEST, n_test)
-    log.add_per_client(0, N_TRAIN, [4 * n for n in n_test])
-    log.add_per_client(0, GROUP, groups if groups is not None else [-1] * len(n_test))
-    for round_, accs in accuracies.items():
-        log.add_per_client(round_, TEST_ACCURACY, accs)
-    for round_, matrix in (weights or {}).items():
-        log.add_matrix(round_, WEIGHT, matrix)
-    config = {
-        "experiment": experiment, "dataset": dataset, "partition": partition,
-        "method": method, "algorithm": method, "params": "default",
-        "split_seed": split_seed, "train_seed": train_seed,
-        "client_training": "loop", "package_version": "0.1.0", "git_revision": "abc",
-    }
-    return log.to_frame(config)
-
-
-def two_run_aggregate() -> pd.DataFrame:
-    """fedavg: two runs ending at 0.8 and 0.6; federico: one run ending at 0.5."""
-    return pd.concat([
-        make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="fedavg", split_seed=0),
-        make_run({0: [0.1, 0.1], 5: [0.3, 0.7]}, method="fedavg", split_seed=1),
-        make_run({0: [0.1, 0.1], 5: [0.5, 0.5]}, method="federico"),
-    ], ignore_index=True)
-
-
-# ------------------------------------------------------------------ per round / final
-def test_weighted_accuracy_by_hand() -> None:
-    agg = make_run({0: [0.0, 0.2], 3: [0.5, 0.9]})
-    out = weighted_accuracy_per_round(agg)
-    assert out["round"].tolist() == [0, 3]
-    # (0.5*10 + 0.9*30) / 40 = 0.8; unweighted (0.5 + 0.9) / 2 = 0.7
-    assert out["weighted_accuracy"].tolist() == pytest.approx([0.15, 0.8])
-    assert out["mean_accuracy"].tolist() == pytest.approx([0.1, 0.7])
-    assert out["clients"].tolist() == [2, 2]
-    assert out["n_test"].tolist() == [40, 40]
-    assert out["method"].tolist() == ["federico", "federico"]
-
-
-def test_weights_and_clients_without_test_set_are_ignored() -> None:
-    agg = make_run({0: [0.5, 0.9, float("nan")]}, n_test=(10, 30, 0),
-                   weights={0: np.eye(3)})
-    out = weighted_accuracy_per_round(agg)
-    assert out["weighted_accuracy"].item() == pytest.approx(0.8)
-    assert out["mean_accuracy"].item() == pytest.approx(0.7)
-    assert out["clients"].item() == 2
-
-
-def test_final_accuracy_is_last_round_per_run() -> None:
-    final = final_accuracy(two_run_aggregate())
-    assert len(final) == 3
-    assert set(final["round"]) == {5}
-    got = dict(zip(zip(final["method"], final["split_seed"], strict=True),
-                   final["weighted_accuracy"], strict=True))
-    assert got == pytest.approx({("fedavg", 0): 0.8, ("fedavg", 1): 0.6, ("federico", 0): 0.5})
-
-
-def test_missing_metrics_raise() -> None:
-    agg = make_run({0: [0.5, 0.9]}, with_n_test=False)
-    with pytest.raises(ValueError, match="n_test"):
-        weighted_accuracy_per_round(agg)
-    no_acc = make_run({})
-    with pytest.raises(ValueError, match="test_accuracy"):
-        final_accuracy(no_acc)
-    with pytest.raises(ValueError, match="test_accuracy"):
-        accuracy_table(no_acc)
-    with pytest.raises(ValueError, match="lacks column"):
-        weighted_accuracy_per_round(pd.DataFrame({"metric": ["x"]}))
-    with pytest.raises(ValueError, match="empty"):
-        weighted_accuracy_per_round(make_run({}).iloc[:0])
-
-
-def test_client_without_n_test_raises() -> None:
-    agg = make_run({0: [0.5, 0.9]})
-    agg = agg[~((agg["metric"] == N_TEST) & (agg["client"] == 1))]
-    with pytest.raises(ValueError, match=r"client\(s\) \[1\]"):
-        weighted_accuracy_per_round(agg)
-
-
-def test_duplicate_accuracy_raises() -> None:
-    run = make_run({0: [0.5, 0.9]})
-    with pytest.raises(ValueError, match="twice"):
-        weighted_accuracy_per_round(pd.concat([run, run]))
+from pflrepro.reporting.tables import accuracy_table, write_table
+from pflrepro.results import MetricLog
 
 
 # ------------------------------------------------------------------ accuracy table
+def test_accuracy_table_names_missing_metrics() -> None:
+    with pytest.raises(ValueError, match="test_accuracy"):
+        accuracy_table(make_run({}))
+
+
 def test_accuracy_table_mean_std_n() -> None:
     table = accuracy_table(two_run_aggregate())
     part = "label_groups-clients2-groups2"
@@ -229,24 +127,6 @@ def test_write_table_rejects_malformed_table(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------ BMTA (FedAMP)
-def test_best_mean_accuracy_by_hand() -> None:
-    # unweighted per-round means: 0.5, 0.8, 0.7 -> BMTA 0.8 (round 5), final 0.7
-    agg = make_run({0: [0.4, 0.6], 5: [0.7, 0.9], 10: [0.6, 0.8]})
-    out = best_mean_accuracy(agg)
-    assert len(out) == 1
-    row = out.iloc[0]
-    assert row["mean_bmta"] == pytest.approx(0.8)
-    assert row["bmta_round"] == 5
-    assert row["mean_final"] == pytest.approx(0.7)
-    assert row["round"] == 10
-    assert row["weighted_final"] == pytest.approx((0.6 * 10 + 0.8 * 30) / 40)  # 0.75
-
-
-def test_best_mean_accuracy_ties_take_earliest_round() -> None:
-    out = best_mean_accuracy(make_run({1: [0.9, 0.9], 2: [0.5, 0.5], 3: [0.9, 0.9]}))
-    assert out["bmta_round"].item() == 1 and out["mean_bmta"].item() == pytest.approx(0.9)
-
-
 def bmta_aggregate() -> pd.DataFrame:
     """fedamp, two runs: means 0.5/0.8/0.7 and 0.6/0.6/0.9 (BMTA 0.8, 0.9; final 0.7, 0.9)."""
     return pd.concat([
@@ -420,7 +300,8 @@ def test_bad_labels_raise(tmp_path) -> None:
 
 # ------------------------------------------------------------------ divergence
 def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
-    from pflrepro.reporting.tables import run_accuracies, tidy_table
+    from pflrepro.reporting.accuracy import run_accuracies
+    from pflrepro.reporting.render import tidy_table
     from pflrepro.results import DIVERGED
 
     ok = make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="fedavg", split_seed=0)
@@ -452,7 +333,7 @@ def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
 
 
 def test_a_method_that_never_split_is_named_under_the_table(tmp_path) -> None:
-    from pflrepro.reporting.tables import one_cluster_methods
+    from pflrepro.reporting.accuracy import one_cluster_methods
     from pflrepro.results import CLUSTER
 
     def with_clusters(run: pd.DataFrame, ids: Mapping[int, Sequence[int]]) -> pd.DataFrame:

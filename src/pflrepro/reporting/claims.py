@@ -605,7 +605,7 @@ class _Data:
 
     def run_groups(self, experiment: str) -> dict[tuple[Any, ...], dict[int, int]]:
         """Per run (a tuple of the run keys): client id -> distribution id."""
-        from pflrepro.reporting.tables import RUN_KEYS
+        from pflrepro.reporting.accuracy import RUN_KEYS
         from pflrepro.results import GROUP
 
         if experiment not in self._groups:
@@ -622,7 +622,7 @@ class _Data:
 
     def distributions(self, experiment: str, partition: str) -> int:
         """Distinct non-negative group ids of a column's runs (the most over its runs)."""
-        from pflrepro.reporting.tables import RUN_KEYS
+        from pflrepro.reporting.accuracy import RUN_KEYS
 
         at = RUN_KEYS.index("partition")
         counts = [len({g for g in groups.values() if g >= 0})
@@ -647,12 +647,12 @@ class _Data:
 
     def _accuracy_cells(self, experiment: str, metric: str,
                         round_fraction: float | None) -> dict[tuple[str, str], Runs]:
-        from pflrepro.reporting.tables import (
+        from pflrepro.reporting.accuracy import (
             RUN_KEYS,
-            accuracy_table,
             run_accuracies,
             weighted_accuracy_per_round,
         )
+        from pflrepro.reporting.tables import accuracy_table
 
         frame = self.frame(experiment)
         if frame is None:
@@ -682,7 +682,7 @@ class _Data:
         The total is up + down over every client and round; a run that logged no
         traffic is absent from the result (so its cell is missing).
         """
-        from pflrepro.reporting.tables import RUN_KEYS
+        from pflrepro.reporting.accuracy import RUN_KEYS
         from pflrepro.results import COMM_DOWN, COMM_UP
 
         if experiment not in self._traffic:
@@ -718,7 +718,7 @@ class _Data:
                      metric: str) -> dict[str, dict[tuple[int, int], _WeightRun]] | str:
         import numpy as np
 
-        from pflrepro.reporting.tables import RUN_KEYS
+        from pflrepro.reporting.accuracy import RUN_KEYS
 
         frame = self.frame(experiment)
         if frame is None:

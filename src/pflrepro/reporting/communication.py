@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from pflrepro.io import write_csv, write_text
-from pflrepro.reporting.tables import RUN_KEYS, final_accuracy, order_values
+from pflrepro.reporting.accuracy import RUN_KEYS, final_accuracy
+from pflrepro.reporting.ordering import order_values
 from pflrepro.results import COMM_DOWN, COMM_UP
 
 #: Columns of :func:`communication_table`.

@@ -328,7 +328,7 @@ def _per_run(agg: pd.DataFrame, metric: str) -> list[float]:
         from pflrepro.reporting.communication import per_run_traffic
 
         return [float(v) for v in per_run_traffic(agg)["total"]]
-    from pflrepro.reporting.tables import run_accuracies
+    from pflrepro.reporting.accuracy import run_accuracies
 
     table_metric = "weighted_final" if metric == "weighted_final" else "mean_bmta"
     return [float(v) for v in run_accuracies(agg, table_metric)[metric]]

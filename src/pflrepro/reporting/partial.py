@@ -41,7 +41,8 @@ def write_partial_report(experiment: str, runs: Sequence[PartialRun],
     Writes nothing and returns (present, missing) when no run or every run is present.
     A run whose table is damaged counts as missing (it is set aside on reading).
     """
-    from pflrepro.reporting.tables import accuracy_table, render_markdown, table_text, tidy_table
+    from pflrepro.reporting.render import render_markdown, table_text, tidy_table
+    from pflrepro.reporting.tables import accuracy_table
     from pflrepro.results import read_table
 
     frames, missing = [], []

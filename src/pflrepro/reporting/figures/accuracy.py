@@ -25,14 +25,8 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
-from pflrepro.reporting.tables import (
-    RUN_KEYS,
-    check_cells,
-    display_labels,
-    diverged_runs,
-    order_values,
-    weighted_accuracy_per_round,
-)
+from pflrepro.reporting.accuracy import RUN_KEYS, check_cells, diverged_runs, weighted_accuracy_per_round
+from pflrepro.reporting.ordering import display_labels, order_values
 
 KIND = FigureKind(
     name="accuracy", file="accuracy", draw="plot_accuracy_vs_round",
@@ -102,7 +96,7 @@ def plot_accuracy_vs_round(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
     """Plot weighted test accuracy (%) against round, one panel per partition.
 
     One line per method: the mean over its runs (split seeds × train seeds) of the
-    weighted accuracy (:func:`~pflrepro.reporting.tables.weighted_accuracy_per_round`),
+    weighted accuracy (:func:`~pflrepro.reporting.accuracy.weighted_accuracy_per_round`),
     with a band of ±1 standard deviation (``ddof=1``) where a method has two or more
     runs at a round. Panels are titled by ``labels`` (partition id -> display label;
     unlabelled ids show as themselves). Runs that diverged end where they stopped and

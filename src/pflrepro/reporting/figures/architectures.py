@@ -26,7 +26,7 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
-from pflrepro.reporting.tables import display_labels, order_values
+from pflrepro.reporting.ordering import display_labels, order_values
 from pflrepro.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
 
 KIND = FigureKind(

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
 from pflrepro.io import atomic_path
-from pflrepro.reporting.tables import RUN_KEYS, SETTING_KEYS
+from pflrepro.reporting.accuracy import RUN_KEYS, SETTING_KEYS
 from pflrepro.results import GROUP
 
 PathLike = str | os.PathLike[str]

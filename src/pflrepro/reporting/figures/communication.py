@@ -29,7 +29,7 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
-from pflrepro.reporting.tables import display_labels, order_values
+from pflrepro.reporting.ordering import display_labels, order_values
 
 KIND = FigureKind(
     name="communication", file="communication", draw="plot_communication",

@@ -30,7 +30,8 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
-from pflrepro.reporting.tables import RUN_KEYS, display_labels, order_values
+from pflrepro.reporting.accuracy import RUN_KEYS
+from pflrepro.reporting.ordering import display_labels, order_values
 from pflrepro.results import MODEL_DISTANCE
 
 KIND = FigureKind(

@@ -21,7 +21,7 @@ from pflrepro.reporting.figures.weights import (
     plot_client_weights,
     weight_panels,
 )
-from pflrepro.reporting.tables import RUN_KEYS, check_aggregate
+from pflrepro.reporting.accuracy import RUN_KEYS, check_aggregate
 from pflrepro.results import GATE_MASS
 
 KIND = FigureKind(

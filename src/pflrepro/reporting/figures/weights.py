@@ -28,7 +28,8 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
-from pflrepro.reporting.tables import check_aggregate, display_labels, order_values
+from pflrepro.reporting.accuracy import check_aggregate
+from pflrepro.reporting.ordering import display_labels, order_values
 from pflrepro.results import GROUP, WEIGHT
 
 KIND = FigureKind(
