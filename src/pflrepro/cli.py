@@ -354,14 +354,14 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _claims(args: argparse.Namespace) -> None:
-    from pflrepro.reporting.claims import (
+    from pflrepro.reporting.claims.checks import evaluate_claims
+    from pflrepro.reporting.claims.parse import (
         claim_experiments,
         design_of,
-        evaluate_claims,
         load_claims,
         parse_design,
-        write_claims,
     )
+    from pflrepro.reporting.claims.writer import write_claims
 
     claims = load_claims(args.claims)
     if args.design is not None:

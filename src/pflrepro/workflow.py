@@ -31,7 +31,7 @@ from pflrepro.reporting.figures.kinds import (
 )
 
 if TYPE_CHECKING:
-    from pflrepro.reporting.claims import Claim
+    from pflrepro.reporting.claims.parse import Claim
     from pflrepro.reporting.paper import PaperCell
 
 
@@ -353,7 +353,7 @@ def claims_scale(name: str) -> str:
 
 def claims_experiments(cfg: WorkflowConfig, claims: Sequence[Claim], name: str) -> list[str]:
     """Experiments of the config that the claims table ``name`` reads (others: missing)."""
-    from pflrepro.reporting.claims import claim_experiments
+    from pflrepro.reporting.claims.parse import claim_experiments
 
     return [e for e in claim_experiments(claims, claims_scale(name)) if e in cfg.experiments]
 

@@ -33,7 +33,7 @@ from pflrepro.config import (
 )
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS
-from pflrepro.reporting.claims import load_claims
+from pflrepro.reporting.claims.parse import load_claims
 from pflrepro.reporting.paper import load_paper_numbers
 from pflrepro.schema import build_schema
 

@@ -8,7 +8,7 @@ import docutils.core
 
 from pflrepro.cli import build_parser
 from pflrepro.config import check_config_paths
-from pflrepro.reporting.claims import load_claims
+from pflrepro.reporting.claims.parse import load_claims
 from pflrepro.reporting.paper import load_paper_numbers
 from pflrepro.reporting.report import (
     CLAIMS_CATEGORY,

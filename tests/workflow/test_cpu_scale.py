@@ -99,7 +99,7 @@ def test_xi_heatmaps_on_the_practical_split(cpu_scale: Path, method: str) -> Non
 
 
 def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
-    from pflrepro.reporting.claims import VERDICTS, load_claims, row_keys
+    from pflrepro.reporting.claims.parse import VERDICTS, load_claims, row_keys
 
     table = pd.read_csv(cpu_scale / "results/tables/claims_cpu.csv", keep_default_na=False)
     keys = row_keys(load_claims(REPO / "config/claims.yaml"), "cpu")

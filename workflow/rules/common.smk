@@ -9,7 +9,7 @@ import shlex
 
 import pflrepro.workflow as W
 import pflrepro.config as C
-from pflrepro.reporting.claims import ClaimsError, design_json, design_of, load_claims
+from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 

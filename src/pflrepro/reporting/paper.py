@@ -6,7 +6,7 @@ cell of a paper's result table, with :data:`COLUMNS`:
 ``id``
     unique, lower case, digits and ``-``.
 ``paper``, ``table``, ``table_id``, ``setting``, ``paper_method``
-    the paper (one of :data:`pflrepro.reporting.claims.PAPERS`), its table as the text
+    the paper (one of :data:`pflrepro.reporting.claims.parse.PAPERS`), its table as the text
     names it, our slug for that table (the output name, see :func:`output_name`), the
     cell's column (data set, split, participation) and row (the method as the paper
     names it).
@@ -129,7 +129,7 @@ def load_paper_numbers(path: str | os.PathLike[str]) -> list[PaperCell]:
 
 def parse_paper_numbers(text: str, where: str = "paper numbers") -> list[PaperCell]:
     """Check the text of a numbers file (CSV, ``#`` comment lines) and return its rows."""
-    from pflrepro.reporting.claims import PAPERS
+    from pflrepro.reporting.claims.parse import PAPERS
 
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(lines)))

@@ -29,7 +29,7 @@ from pflrepro.reporting.figures.kinds import KINDS
 
 if TYPE_CHECKING:
     from pflrepro.config import ExperimentConfig, WorkflowConfig
-    from pflrepro.reporting.claims import Claim
+    from pflrepro.reporting.claims.parse import Claim
     from pflrepro.reporting.paper import PaperCell
 
 #: Key of the workflow config under which the captions are handed to the templates.

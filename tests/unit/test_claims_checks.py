@@ -1,244 +1,48 @@
-"""The claims table: loader, three-valued logic, every check type on synthetic aggregates.
+"""pflrepro.reporting.claims.checks: three-valued logic, every check type on synthetic aggregates.
 
 Every number below is worked out by hand in the comment beside it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from _claims_helpers import (
+    ACROSS,
+    COMPARE,
+    _claim,
+    claims_of,
+    copies,
+    design_from,
+    evaluate,
+    final_run,
+    make_run,
+    table1,
+)
 
-import pflrepro.workflow as W
 from pflrepro import results as R
-from pflrepro.algorithms.fedmix import GATE_MASS
-from pflrepro.cli import main
-from pflrepro.config import parse
-from pflrepro.reporting.claims import (
+from pflrepro.reporting.claims.checks import combine, evaluate_claims
+from pflrepro.reporting.claims.parse import (
     COLUMNS,
     ClaimsError,
     Design,
-    combine,
-    design_json,
-    design_of,
-    evaluate_claims,
-    load_claims,
     parse_claims,
-    parse_design,
     row_keys,
-    write_claims,
 )
 from pflrepro.reporting.render import tidy_table
 from pflrepro.reporting.tables import accuracy_table
-from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
-
-REPO = Path(__file__).resolve().parents[2]
-CLAIMS = REPO / W.CLAIMS_FILE
-
-
-# --------------------------------------------------------------------------- helpers
-def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
-             experiment: str = "exp", partition: str = "p2",
-             groups: Sequence[int] = (0, 1), n_test: Sequence[int] | None = None,
-             weights: Mapping[int, Any] | None = None, split_seed: int = 0,
-             train_seed: int = 0, gates: Mapping[int, Any] | None = None) -> pd.DataFrame:
-    """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix,
-    ``gates[round]`` a client x expert matrix (FedMix's ``gate_mass``)."""
-    n_test = n_test if n_test is not None else [10] * len(groups)
-    log = MetricLog()
-    log.add_per_client(0, N_TEST, n_test)
-    log.add_per_client(0, N_TRAIN, [4 * n for n in n_test])
-    log.add_per_client(0, GROUP, groups)
-    for rnd, accs in accuracies.items():
-        log.add_per_client(rnd, TEST_ACCURACY, accs)
-    for rnd, matrix in (weights or {}).items():
-        log.add_matrix(rnd, WEIGHT, np.asarray(matrix, dtype=float))
-    for rnd, matrix in (gates or {}).items():
-        log.add_matrix(rnd, GATE_MASS, np.asarray(matrix, dtype=float))
-    return log.to_frame({
-        "experiment": experiment, "dataset": "digits", "partition": partition,
-        "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
-        "train_seed": train_seed, "client_training": "loop", "package_version": "0",
-        "git_revision": "abc"})
-
-
-def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:
-    """A run whose clients all end at ``final`` (weighted = mean = final), 0.1 at round 0."""
-    n = len(kw.get("groups", (0, 1)))
-    return make_run(method, {0: [0.1] * n, 10: [final] * n}, **kw)
-
-
-def claims_of(*checks: Mapping[str, Any], experiments: Sequence[str] = ("exp",),
-              scope: str = "each", cpu: Sequence[str] = ()) -> list:
-    """Claims c0, c1, ... of the given checks, at the paper scale on ``experiments``."""
-    return parse_claims({"claims": [
-        {"id": f"c{k}", "paper": "FedeRiCo", "where": "Table 1", "claim": f"claim {k}",
-         "experiments": {"paper": list(experiments), "cpu": list(cpu)}, "scope": scope,
-         "check": dict(check)}
-        for k, check in enumerate(checks)]})
-
-
-def design_from(agg: pd.DataFrame | None, experiments: Sequence[str] = ()) -> dict[str, Design]:
-    """The design of an aggregate built complete: its partitions x methods x seed pairs."""
-    out = {e: Design(("p2",), ("federico", "local"), ((0, 0),)) for e in experiments}
-    if agg is None:
-        return out
-    for name, rows in agg.groupby("experiment", sort=True):
-        seeds = sorted({(int(a), int(b)) for a, b in zip(rows["split_seed"], rows["train_seed"],
-                                                          strict=True)})
-        out[str(name)] = Design(tuple(sorted(rows["partition"].unique())),
-                                tuple(sorted(rows["method"].unique())), tuple(seeds))
-    return out
-
-
-def copies(agg: pd.DataFrame, k: int = 2) -> pd.DataFrame:
-    """``k`` identical copies of every run (training seeds +0, +100, ...): n = k runs with
-    equal margins, so the interval has zero width and the verdict is the margin's sign."""
-    return pd.concat([agg.assign(train_seed=agg["train_seed"] + 100 * i) for i in range(k)],
-                     ignore_index=True)
-
-
-def evaluate(agg: pd.DataFrame | None, *checks: Mapping[str, Any],
-             design: Mapping[str, Design] | None = None, k: int = 2,
-             **kw: Any) -> pd.DataFrame:
-    """Evaluate checks on ``k`` copies of ``agg`` against the design of the (complete) copies."""
-    agg = None if agg is None else copies(agg, k)
-    if design is None:
-        design = design_from(agg)
-    return evaluate_claims(claims_of(*checks, **kw), agg, "paper", design=design)
+from pflrepro.results import TEST_ACCURACY, MetricLog
 
 
 def one(frame: pd.DataFrame) -> tuple[str, float]:
     """(verdict, margin) of a one-row result."""
     assert len(frame) == 1, frame
     return str(frame["verdict"].iloc[0]), float(frame["margin"].iloc[0])
-
-
-ACROSS = {"type": "across_experiments", "metric": "weighted_final", "method": "perfedckt",
-          "tolerance": 1.0}
-COMPARE = {"type": "compare", "metric": "weighted_final", "a": "federico", "b": "local",
-           "op": ">"}
-
-
-def raw_config() -> dict[str, Any]:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
-
-
-# --------------------------------------------------------------------------- the shipped file
-def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None:
-    claims = load_claims(CLAIMS)
-    raw = raw_config()
-    experiments, methods = raw["experiments"], raw["methods"]
-    papers = {c.paper for c in claims}
-    assert papers == {"FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix"}
-    for claim in claims:
-        for scale, names in claim.experiments.items():
-            for name in names:
-                if claim.planned:
-                    assert name not in experiments, (
-                        f"{claim.id}: {name} now exists in config.yaml; drop 'planned'")
-                    continue
-                assert name in experiments, f"{claim.id}: no experiment {name!r}"
-                assert experiments[name].get("scale", "paper") == scale, (claim.id, name)
-                for method in claim.check.method_names():
-                    assert method in experiments[name]["methods"], (claim.id, name, method)
-                    if claim.check.type in ("weight_mass", "group_contrast",
-                                            "weight_compare", "components_used"):
-                        assert methods[method]["algorithm"] in W.recording(R.WEIGHT), method
-                    if claim.check.type == "gate_alignment":
-                        assert methods[method]["algorithm"] in W.recording(GATE_MASS), method
-
-
-def test_row_keys_of_the_shipped_file() -> None:
-    claims = load_claims(CLAIMS)
-    keys = row_keys(claims, "cpu")
-    assert len(keys) == len(set(keys))
-    assert ("federico-best", "federico_table1_cpu_fashion") in keys
-    assert ("federico-only-one-above-local",  # scope together: one row
-            "federico_table1_cpu_fashion + federico_table1_cpu_digits") in keys
-    # paper-only claims (cpu: [], e.g. CIFAR-100) are rows at the paper scale only
-    paper_only = {c.id for c in claims if not c.experiments["cpu"]}
-    assert {"fedem-fedfomo-worse-on-cifar100", "fine-tuning-not-enough-on-cifar100",
-            "heurfedamp-better-with-deep-models"} <= paper_only
-    assert not paper_only & {cid for cid, _ in keys}
-    assert ("fedem-fedfomo-worse-on-cifar100", "federico_table1_cifar100") in row_keys(
-        claims, "paper")
-    assert len(keys) == sum(1 if c.scope == "together" else len(c.experiments["cpu"])
-                            for c in claims if c.experiments["cpu"])
-    raw = raw_config()
-    cfg = parse({**raw, "scale": "cpu"})
-    design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
-    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1))  # paired
-    assert parse_design(design_json(design)) == design
-    frame = evaluate_claims(claims, None, "cpu", design=design)
-    assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
-    assert set(frame["verdict"]) == {"missing"}  # no results at all: nothing holds
-    assert frame["margin"].isna().all() and (frame["n"] == 0).all()
-
-
-# --------------------------------------------------------------------------- loader errors
-def _claim(**over: Any) -> dict[str, Any]:
-    base = {"id": "x", "paper": "FedAMP", "where": "Table 1", "claim": "c",
-            "experiments": {"paper": ["exp"], "cpu": []}, "check": dict(COMPARE)}
-    base.update(over)
-    return base
-
-
-@pytest.mark.parametrize(("claim", "message"), [
-    (_claim(extra=1), r"unknown key\(s\) \['extra'\]"),
-    ({k: v for k, v in _claim().items() if k != "where"}, r"missing key\(s\) \['where'\]"),
-    (_claim(paper="FedAvg"), "paper: 'FedAvg' is not one of"),
-    (_claim(id="Bad Id"), "lower case"),
-    (_claim(experiments={"paper": ["exp"]}), r"missing key\(s\) \['cpu'\]"),
-    (_claim(experiments={"paper": [], "cpu": []}), "no experiment at any scale"),
-    (_claim(experiments={"paper": ["a", "a"], "cpu": []}), "listed twice"),
-    (_claim(scope="both"), "scope: 'both' is not one of"),
-    (_claim(check={**COMPARE, "op": "=>"}), "op: '=>' is not one of"),
-    (_claim(check={**COMPARE, "type": "eval"}), "type: 'eval' is not one of"),
-    (_claim(check={**COMPARE, "threshold": 0.5}), r"unknown key\(s\) \['threshold'\]"),
-    (_claim(check={k: v for k, v in COMPARE.items() if k != "b"}), r"missing key\(s\) \['b'\]"),
-    (_claim(check={**COMPARE, "b": "federico"}), "same method"),
-    (_claim(check={**COMPARE, "tolerance": -1}), "outside"),
-    (_claim(check={**COMPARE, "tolerance": True}), "expected a number"),
-    (_claim(check={**COMPARE, "metric": "weighted_at"}), "round_fraction is required"),
-    (_claim(check={**COMPARE, "round_fraction": 0.5}), "round_fraction is required"),
-    (_claim(check={**COMPARE, "distributions": [0]}), "positive integers"),
-    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
-                   "baselines": ["a", "b"]}), r"\['a'\] both in methods and baselines"),
-    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
-                   "baselines": ["b"], "op": "<"}), "above_all takes"),
-    (_claim(check={"type": "weight_mass", "method": "f", "threshold": 1.5}), "outside"),
-    (_claim(check={"type": "gate_alignment", "a": "f", "b": "f", "op": ">"}), "same method"),
-    (_claim(check=dict(ACROSS), scope="together",
-            experiments={"paper": ["a", "b", "c"], "cpu": []}), "exactly two experiments"),
-    (_claim(check=dict(ACROSS), experiments={"paper": ["a", "b"], "cpu": []}),
-     "needs scope: together"),
-    (_claim(check={**ACROSS, "op": ">"}, scope="together",
-            experiments={"paper": ["a", "b"], "cpu": []}), r"unknown key\(s\) \['op'\]"),
-])
-def test_loader_rejects_malformed_claims(claim: dict[str, Any], message: str) -> None:
-    with pytest.raises(ClaimsError, match=message):
-        parse_claims({"claims": [claim]})
-
-
-def test_loader_rejects_duplicate_ids_and_bad_documents(tmp_path: Path) -> None:
-    with pytest.raises(ClaimsError, match="used twice"):
-        parse_claims({"claims": [_claim(), _claim()]})
-    with pytest.raises(ClaimsError, match="one key 'claims'"):
-        parse_claims({"claim": []})
-    with pytest.raises(ClaimsError, match="non-empty list"):
-        parse_claims({"claims": []})
-    bad = tmp_path / "c.yaml"
-    bad.write_text("claims: [")
-    with pytest.raises(ClaimsError, match="not valid YAML"):
-        load_claims(bad)
 
 
 # --------------------------------------------------------------------------- logic
@@ -258,17 +62,6 @@ def test_combination_is_elementwise_over_resamples() -> None:
     assert got.tolist() == [1.0, -3.0]
     with pytest.raises(ValueError, match="without terms"):
         combine([[]], "all")
-
-
-# --------------------------------------------------------------------------- accuracy checks
-def table1() -> pd.DataFrame:
-    """Two columns: p2 (2 distributions) and p4 (4 distributions)."""
-    g4 = {"partition": "p4", "groups": (0, 1, 2, 3)}
-    return pd.concat([
-        final_run("federico", 0.90), final_run("federico", 0.80, **g4),
-        final_run("local", 0.85), final_run("local", 0.82, **g4),
-        final_run("fedavg", 0.60), final_run("fedavg", 0.70, **g4),
-    ], ignore_index=True)
 
 
 def test_compare_holds_fails_and_tolerance() -> None:
@@ -574,6 +367,8 @@ FINAL = [[0.5, 0.3, 0.1, 0.1],   # same distribution: 0.5 + 0.3 = 0.8; peak 0.5
          [0.2, 0.6, 0.2, 0.0],   # 0.8; peak 0.6
          [0.0, 0.0, 0.7, 0.3],   # 1.0; peak 0.7
          [0.1, 0.1, 0.4, 0.4]]   # 0.8; peak 0.4
+
+
 EARLY = np.full((4, 4), 0.25)
 
 
@@ -730,97 +525,6 @@ def test_rows_without_experiments_and_planned_claims() -> None:
         evaluate_claims(claims, None, "gpu", design={})
 
 
-def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
-    frame = evaluate(table1(), COMPARE, {**COMPARE, "a": "fedavg", "op": "<"},
-                     {**COMPARE, "b": "fedem"})
-    write_claims(frame, tmp_path / "c.md", tmp_path / "c.csv", scale="paper")
-    csv = pd.read_csv(tmp_path / "c.csv")
-    assert csv["verdict"].tolist() == ["fails", "holds", "missing"]
-    assert csv["margin"].tolist()[:2] == [pytest.approx(-2.0), pytest.approx(12.0)]
-    assert csv["n"].tolist() == [2, 2, 0] and (csv["level"] == 0.95).all()
-    # identical copies: zero-width intervals at the margin
-    assert csv["ci_low"].tolist()[:2] == csv["ci_high"].tolist()[:2] == [pytest.approx(-2.0),
-                                                                        pytest.approx(12.0)]
-    assert math.isnan(csv["margin"].iloc[2]) and math.isnan(csv["ci_low"].iloc[2])
-    assert list(csv.columns) == list(COLUMNS)
-    md = (tmp_path / "c.md").read_text()
-    assert ("1 holds, 1 fails, 0 inconclusive, 0 undecidable, 0 incomplete, 1 missing "
-            "of 3 rows.") in md
-    assert "| **fails** | -2.00 pp | 2 | [-2.00, -2.00] |" in md
-    assert "| holds | +12.00 pp | 2 | [+12.00, +12.00] |" in md
-    assert "| missing | — | 0 | — |" in md
-    assert not list(tmp_path.glob(".*.tmp"))
-
-
-def test_cli_claims(tmp_path: Path) -> None:
-    agg = tmp_path / "exp.parquet"
-    from pflrepro.io import write_parquet
-
-    write_parquet(copies(table1()), agg)  # with its digest record (issue 27, item 3)
-    claims = tmp_path / "claims.yaml"
-    claims.write_text(yaml.safe_dump({"claims": [
-        _claim(check={**COMPARE, "a": "fedavg", "op": "<"}),
-        _claim(id="y", experiments={"paper": ["nope"], "cpu": []})]}))
-    labels = json.dumps({"partitions": {"p2": "2 distributions"}, "experiments": {}})
-    design = design_json(design_from(copies(table1())))
-    md, csv = tmp_path / "out/c.md", tmp_path / "out/c.csv"
-    args = ["claims", "--claims", str(claims), "--scale", "paper", "--md", str(md),
-            "--csv", str(csv)]
-    assert main([*args, "--aggregate", str(agg), "--labels", labels, "--design", design]) == 0
-    out = pd.read_csv(csv)
-    assert out["verdict"].tolist() == ["holds", "missing"]
-    assert out["numbers"].iloc[0] == ("fedavg vs local: 2 distributions 60.0 vs 85.0; "
-                                      "p4 70.0 vs 82.0")
-    first = csv.read_bytes()
-    assert main([*args, "--aggregate", str(agg), "--labels", labels, "--design", design]) == 0
-    assert csv.read_bytes() == first  # byte-identical, bootstrap included
-    # no aggregate at all: every row missing
-    assert main([*args, "--aggregate", "--design", design]) == 0
-    assert set(pd.read_csv(csv)["verdict"]) == {"missing"}
-    # the design from a config file: exp is not in it, so missing
-    assert main([*args, "--aggregate", str(agg),
-                 "--config", str(REPO / "tests/workflow/config.yaml")]) == 0
-    assert set(pd.read_csv(csv)["verdict"]) == {"missing"}
-    with pytest.raises(SystemExit):  # the design is required
-        main([*args, "--aggregate", str(agg)])
-    claims.write_text("claims: [{id: x}]\n")
-    assert main([*args, "--design", design]) == 1
-
-
-# --------------------------------------------------------------------------- workflow
-def tiny(**experiment: Any) -> dict[str, Any]:
-    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
-    raw["experiments"]["tiny"].update(experiment)
-    return raw
-
-
-def test_claims_targets_inputs_and_scale() -> None:
-    claims = parse_claims({"claims": [
-        _claim(experiments={"paper": ["tiny", "absent"], "cpu": ["tiny_cpu"]})]})
-    cfg = parse(tiny())
-    assert "results/tables/claims.md" in W.all_targets(cfg, claims)
-    assert "results/tables/claims.csv" in W.all_targets(cfg, claims)
-    assert not any("claims" in t for t in W.all_targets(cfg))  # no claims given
-    assert W.claims_inputs(cfg, claims, "claims") == ["results/aggregate/tiny.parquet"]
-    assert W.claims_inputs(cfg, claims, "claims_cpu") == []
-    assert W.claims_scale("claims_cpu") == "cpu" and W.claims_scale("claims") == "paper"
-    with pytest.raises(ValueError, match="unknown claims table"):
-        W.claims_scale("claims_gpu")
-    # the claims name no experiment of this config: no claims table
-    other = parse_claims({"claims": [_claim()]})
-    assert W.claims_targets(cfg, other) == []
-    # CPU scale: the cpu table
-    raw = tiny(scale="cpu")
-    raw["scale"] = "cpu"
-    raw["experiments"]["tiny_cpu"] = raw["experiments"].pop("tiny")
-    assert W.claims_targets(parse(raw), claims) == ["results/tables/claims_cpu.md",
-                                                    "results/tables/claims_cpu.csv"]
-    raw["experiments"]["claims_cpu"] = raw["experiments"]["tiny_cpu"]
-    with pytest.raises(ValueError, match="reserved for the claims tables"):
-        W.claims_targets(parse(raw), claims)
-
-
-
 def test_float_rounding_ties_count_as_zero() -> None:
     # equal accuracies that differ by float rounding only: a strict '>' is not met
     a = final_run("federico", 0.9)
@@ -835,10 +539,16 @@ def test_float_rounding_ties_count_as_zero() -> None:
 # --------------------------------------------------------------------------- gate alignment
 #: 4 clients in 2 distributions (0, 0, 1, 1), 2 experts.
 GATES_SPLIT = [[1, 0], [1, 0], [0, 1], [0, 1]]   # within sim 1, across 0: alignment 1
+
+
 GATES_FLAT = [[0.5, 0.5]] * 4                     # alike everywhere: alignment 0
+
+
 # within (0,1): 1 - (0.2 + 0.2)/2 = 0.8, (2,3): 1 - (0.3 + 0.3)/2 = 0.7 -> 0.75;
 # across (0,2) 0.4, (0,3) 0.7, (1,2) 0.6, (1,3) 0.9 -> 0.65; alignment 0.75 - 0.65 = 0.10
 GATES_SOME = [[0.8, 0.2], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]]
+
+
 GATE_CHECK = {"type": "gate_alignment", "a": "fedmix", "b": "fedmix_label_shard", "op": ">"}
 
 
@@ -964,34 +674,3 @@ def test_across_experiments_missing_and_undecidable() -> None:
     frame = evaluate(agg[agg["experiment"] == "het"], ACROSS, design=design,
                      experiments=("het", "hom"), scope="together")
     assert one(frame)[0] == "missing" and "no results for hom" in frame["numbers"].iloc[0]
-
-
-# --------------------------------------------------------------------------- CPU designs
-def test_perfedckt_and_fedmix_cpu_designs_have_three_seed_pairs() -> None:
-    # with one seed pair every claim on them was inconclusive (n = 1, no interval)
-    cfg = parse({**raw_config(), "scale": "cpu"})
-    names = [n for n in cfg.experiments if n.endswith(("_cpu", "_cpu_digits"))
-             and n.startswith(("perfedckt_", "fedmix_"))]
-    assert len(names) == 9
-    for name in names:
-        assert len(cfg.experiments[name].seed_pairs()) >= 3, name
-
-
-def test_perfedckt_cpu_partition_leaves_local_a_task() -> None:
-    """The CPU analogue's clients hold more than one class (Local cannot be trivially
-    right): the median effective number of classes, exp(entropy) of a client's label
-    counts, of the configured Dirichlet draw over 10 balanced classes is at least 2
-    (alpha 0.01 gave 1.0: one class per client)."""
-    from pflrepro.data.schemes.dirichlet import DirichletPartitioner
-
-    spec = raw_config()["experiments"]["perfedckt_table1_cpu"]["partitions"][0]
-    part = DirichletPartitioner(clients=spec["clients"], alpha=spec["alpha"],
-                                min_samples=spec["min_samples"])
-    per_class = spec["max_samples"] // 10
-    for seed in range(3):
-        table = part.draw_counts(np.full(10, per_class), seed).astype(float)
-        shares = table[table.sum(axis=1) > 0]
-        shares = shares / shares.sum(axis=1, keepdims=True)
-        logs = np.log(np.where(shares > 0, shares, 1.0))
-        effective = np.exp(-(shares * logs).sum(axis=1))
-        assert np.median(effective) >= 2.0, (seed, np.median(effective))

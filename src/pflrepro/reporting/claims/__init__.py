@@ -1,0 +1,120 @@
+"""The papers' qualitative claims, checked against aggregated results.
+
+Three modules: :mod:`.parse` reads a claims file (and the design a check expects,
+from the config) into :class:`~.parse.Claim` objects; :mod:`.checks` evaluates them
+against an aggregate into one row per claim and experiment, with a verdict;
+:mod:`.writer` writes those rows as Markdown and CSV. This file imports nothing.
+
+A claims file (``config/claims.yaml``) lists each claim as data: the paper, where it
+is made, the claim in our words, the experiments it applies to at each scale
+(``paper`` and ``cpu``, names from ``config.yaml``), and a *check*, one of a few
+typed predicates (nothing is evaluated as code):
+
+``compare``
+    method ``a`` ``op`` method ``b`` on an accuracy ``metric``, in every column (or,
+    with ``quantifier: any``, in some column); ``tolerance`` in percentage points.
+``above_all``
+    each of ``methods`` above each of ``baselines`` (``op`` ``>``, the default, or
+    ``>=``), per column.
+``within``
+    ``|m - reference| <= tolerance`` for each of ``methods``, per column.
+``trend``
+    ``method``'s accuracy with the most distributions is below (``decreasing``) or
+    above (``increasing``) its accuracy with the fewest, per experiment.
+``weight_mass``
+    the mean over clients of the share of a client's final-round *peer* weight
+    (its weight on itself excluded) that is on peers of its own distribution is at
+    least ``threshold``; a client with no weight on any peer (no collaboration) has
+    share 0, so identity weights fail.
+``group_contrast``
+    the mean final-round weight ``w_ij`` (``i != j``) between clients of the same
+    distribution is at least ``min_ratio`` (> 1) times the mean weight between
+    clients of different ones (margin ``within - min_ratio * across``; the numbers
+    give the ratio).
+``weight_compare``
+    a weight ``statistic`` of method ``a`` ``op`` that of method ``b``: ``peak``
+    (the mean over clients of the largest share of a client's final-round weight) or
+    ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``). ``peak
+    a > b`` is undecidable in a column where ``b``'s peak is already 1 in every run.
+``gate_alignment``
+    FedMix's gates (the recorded ``gate_mass``: each client's mean gate over its test
+    inputs, a distribution over the experts) are more aligned with method ``a`` than
+    with method ``b`` (``op``): a run's *alignment* is the mean similarity
+    ``1 - |g_i - g_j|_1 / 2`` (1 - total variation, in [0, 1]) of the final-round
+    gates of two clients of the same distribution minus that of two clients of
+    different distributions (``i != j``), in [-1, 1]: clients that share a data
+    distribution pick the same experts and others different ones. Uniform gates, or
+    gates equal everywhere, score 0 (alike within and across). Undecidable without
+    two clients of one distribution and two of different ones. Margin
+    ``sign * (alignment a - alignment b)`` (unit ``gate``).
+``across_experiments``
+    ``|method in the first experiment - reference in the second| <= tolerance`` (pp,
+    ``metric``) in each column (partition) of the first experiment, which the second
+    must have too: e.g. a table with heterogeneous models against the same design's
+    table with homogeneous ones. The claim names exactly two experiments per scale
+    with ``scope: together``; their designs must have the same seed pairs, and the
+    runs are paired by seed pair (one bootstrap draw for both experiments).
+    ``reference`` defaults to ``method``.
+``components_used``
+    fewer distinct components are some client's largest final-round weight than the
+    partition has distributions (FedEM's mixture weights).
+``communication_ratio``
+    each of ``baselines`` communicated at least ``factor`` times as many scalars as
+    ``method`` (``op`` ``>=``; ``>``: more than), per column: the total of a run's
+    ``comm_up`` and ``comm_down`` rows over clients and rounds
+    (:mod:`pflrepro.reporting.communication`'s ``total``), mean over runs; margin
+    ``baseline / method - factor`` (unit ``ratio``). Undecidable where ``method``
+    communicated nothing.
+
+A *column* is one partition of one experiment (a column of the paper's table); the
+number of distributions of a column is the number of distinct non-negative client
+``group`` ids of its runs, and ``distributions: [4]`` restricts a check to columns
+with four. Accuracy metrics are those of :mod:`pflrepro.reporting.accuracy`:
+``weighted_final``, ``mean_bmta`` and ``mean_final`` are the table cells (mean over
+runs, in percent; the same function computes both, so the numbers agree), and
+``weighted_at`` is the weighted accuracy at the first evaluated round at or after
+``round_fraction`` of the run's last round (an early-accuracy reading of the
+convergence-speed claims), averaged over runs. Weight statistics are computed per
+run and averaged over the runs of a column.
+
+Each claim gives one row per experiment at the chosen scale (``scope: each``, the
+default) or one row for all of them together (``scope: together``, for claims about
+a whole table such as "in some column"). A claim that names no experiment at a scale
+(e.g. one about CIFAR-100, whose experiments exist only at the paper scale) gives no
+row at that scale: it is not a claim about that scale's designs, so it is neither
+checked nor counted there (it keeps its rows at the scales that name experiments). A
+claim whose named experiments are not in the config is still a row, ``missing``.
+
+The *design* (:class:`.parse.Design`, from the config: :func:`.parse.design_of`) says what a check
+needs: each experiment's partitions (columns), methods and (split seed, training
+seed) pairs. A check reads every designed column, never only those present. Each
+term of a check (e.g. one method against one baseline in one column) pairs the runs
+of its cells by seed pair; its margin is signed, in the unit of the check (``pp``:
+percentage points of accuracy; ``weight``; ``components``), positive when the claim
+holds by that much, and computed from the means over runs (the tables' numbers).
+Within a comparison the margin is the worst column (``all``), the best (``any``) or,
+for ``compare`` and ``above_all``, the mean over the columns (``mean``: e.g. "superior
+on the table" read as better on the table's average); across comparisons, the worst.
+A row's *verdict* (:data:`.parse.VERDICTS`) is
+
+``missing``
+    a designed column, cell or experiment the check needs has no runs;
+``incomplete``
+    every cell has runs, but some fewer than designed;
+``undecidable``
+    the data are complete but the check is not defined on them (no distribution
+    ids, or a peak weight already at its bound); the reason is in the row;
+``holds`` / ``fails``
+    with ``n`` >= 2 runs per cell, the whole :data:`.checks.LEVEL` interval of the margin is
+    on one side of the threshold: a paired percentile bootstrap that resamples the
+    seed pairs of each experiment (the same draw for every cell of an experiment, so
+    method ``a`` and method ``b`` stay paired), :data:`.checks.RESAMPLES` resamples from a
+    generator seeded by the claim and its experiments (byte-identical output);
+``inconclusive``
+    otherwise: the interval contains the threshold, or ``n = 1``.
+
+So absent or partial data never make a claim hold or fail. Strict predicates
+(``>``, ``<``, ``group_contrast``, ``components_used``, ``trend``) need a margin
+above zero; the others hold at zero. A margin or bound within :data:`.checks.TIES` of zero
+(float rounding of equal results) counts as zero.
+"""

@@ -1,0 +1,119 @@
+"""Synthetic run tables, claims and designs for the claims tests (numbers by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pflrepro.algorithms.fedmix import GATE_MASS
+from pflrepro.reporting.claims.checks import evaluate_claims
+from pflrepro.reporting.claims.parse import (
+    Design,
+    parse_claims,
+)
+from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- helpers
+def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
+             experiment: str = "exp", partition: str = "p2",
+             groups: Sequence[int] = (0, 1), n_test: Sequence[int] | None = None,
+             weights: Mapping[int, Any] | None = None, split_seed: int = 0,
+             train_seed: int = 0, gates: Mapping[int, Any] | None = None) -> pd.DataFrame:
+    """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix,
+    ``gates[round]`` a client x expert matrix (FedMix's ``gate_mass``)."""
+    n_test = n_test if n_test is not None else [10] * len(groups)
+    log = MetricLog()
+    log.add_per_client(0, N_TEST, n_test)
+    log.add_per_client(0, N_TRAIN, [4 * n for n in n_test])
+    log.add_per_client(0, GROUP, groups)
+    for rnd, accs in accuracies.items():
+        log.add_per_client(rnd, TEST_ACCURACY, accs)
+    for rnd, matrix in (weights or {}).items():
+        log.add_matrix(rnd, WEIGHT, np.asarray(matrix, dtype=float))
+    for rnd, matrix in (gates or {}).items():
+        log.add_matrix(rnd, GATE_MASS, np.asarray(matrix, dtype=float))
+    return log.to_frame({
+        "experiment": experiment, "dataset": "digits", "partition": partition,
+        "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
+        "train_seed": train_seed, "client_training": "loop", "package_version": "0",
+        "git_revision": "abc"})
+
+
+def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:
+    """A run whose clients all end at ``final`` (weighted = mean = final), 0.1 at round 0."""
+    n = len(kw.get("groups", (0, 1)))
+    return make_run(method, {0: [0.1] * n, 10: [final] * n}, **kw)
+
+
+def claims_of(*checks: Mapping[str, Any], experiments: Sequence[str] = ("exp",),
+              scope: str = "each", cpu: Sequence[str] = ()) -> list:
+    """Claims c0, c1, ... of the given checks, at the paper scale on ``experiments``."""
+    return parse_claims({"claims": [
+        {"id": f"c{k}", "paper": "FedeRiCo", "where": "Table 1", "claim": f"claim {k}",
+         "experiments": {"paper": list(experiments), "cpu": list(cpu)}, "scope": scope,
+         "check": dict(check)}
+        for k, check in enumerate(checks)]})
+
+
+def design_from(agg: pd.DataFrame | None, experiments: Sequence[str] = ()) -> dict[str, Design]:
+    """The design of an aggregate built complete: its partitions x methods x seed pairs."""
+    out = {e: Design(("p2",), ("federico", "local"), ((0, 0),)) for e in experiments}
+    if agg is None:
+        return out
+    for name, rows in agg.groupby("experiment", sort=True):
+        seeds = sorted({(int(a), int(b)) for a, b in zip(rows["split_seed"], rows["train_seed"],
+                                                          strict=True)})
+        out[str(name)] = Design(tuple(sorted(rows["partition"].unique())),
+                                tuple(sorted(rows["method"].unique())), tuple(seeds))
+    return out
+
+
+def copies(agg: pd.DataFrame, k: int = 2) -> pd.DataFrame:
+    """``k`` identical copies of every run (training seeds +0, +100, ...): n = k runs with
+    equal margins, so the interval has zero width and the verdict is the margin's sign."""
+    return pd.concat([agg.assign(train_seed=agg["train_seed"] + 100 * i) for i in range(k)],
+                     ignore_index=True)
+
+
+def evaluate(agg: pd.DataFrame | None, *checks: Mapping[str, Any],
+             design: Mapping[str, Design] | None = None, k: int = 2,
+             **kw: Any) -> pd.DataFrame:
+    """Evaluate checks on ``k`` copies of ``agg`` against the design of the (complete) copies."""
+    agg = None if agg is None else copies(agg, k)
+    if design is None:
+        design = design_from(agg)
+    return evaluate_claims(claims_of(*checks, **kw), agg, "paper", design=design)
+
+
+ACROSS = {"type": "across_experiments", "metric": "weighted_final", "method": "perfedckt",
+          "tolerance": 1.0}
+
+
+COMPARE = {"type": "compare", "metric": "weighted_final", "a": "federico", "b": "local",
+           "op": ">"}
+
+
+# --------------------------------------------------------------------------- loader errors
+def _claim(**over: Any) -> dict[str, Any]:
+    base = {"id": "x", "paper": "FedAMP", "where": "Table 1", "claim": "c",
+            "experiments": {"paper": ["exp"], "cpu": []}, "check": dict(COMPARE)}
+    base.update(over)
+    return base
+
+
+# --------------------------------------------------------------------------- accuracy checks
+def table1() -> pd.DataFrame:
+    """Two columns: p2 (2 distributions) and p4 (4 distributions)."""
+    g4 = {"partition": "p4", "groups": (0, 1, 2, 3)}
+    return pd.concat([
+        final_run("federico", 0.90), final_run("federico", 0.80, **g4),
+        final_run("local", 0.85), final_run("local", 0.82, **g4),
+        final_run("fedavg", 0.60), final_run("fedavg", 0.70, **g4),
+    ], ignore_index=True)

@@ -1,0 +1,198 @@
+"""pflrepro.reporting.claims.parse: the shipped claims file, the loader's errors, designs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from _claims_helpers import ACROSS, COMPARE, REPO, _claim
+
+import pflrepro.workflow as W
+from pflrepro import results as R
+from pflrepro.algorithms.fedmix import GATE_MASS
+from pflrepro.config import parse
+from pflrepro.reporting.claims.checks import evaluate_claims
+from pflrepro.reporting.claims.parse import (
+    ClaimsError,
+    design_json,
+    design_of,
+    load_claims,
+    parse_claims,
+    parse_design,
+    row_keys,
+)
+
+CLAIMS = REPO / W.CLAIMS_FILE
+
+
+def raw_config() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+# --------------------------------------------------------------------------- the shipped file
+def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None:
+    claims = load_claims(CLAIMS)
+    raw = raw_config()
+    experiments, methods = raw["experiments"], raw["methods"]
+    papers = {c.paper for c in claims}
+    assert papers == {"FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix"}
+    for claim in claims:
+        for scale, names in claim.experiments.items():
+            for name in names:
+                if claim.planned:
+                    assert name not in experiments, (
+                        f"{claim.id}: {name} now exists in config.yaml; drop 'planned'")
+                    continue
+                assert name in experiments, f"{claim.id}: no experiment {name!r}"
+                assert experiments[name].get("scale", "paper") == scale, (claim.id, name)
+                for method in claim.check.method_names():
+                    assert method in experiments[name]["methods"], (claim.id, name, method)
+                    if claim.check.type in ("weight_mass", "group_contrast",
+                                            "weight_compare", "components_used"):
+                        assert methods[method]["algorithm"] in W.recording(R.WEIGHT), method
+                    if claim.check.type == "gate_alignment":
+                        assert methods[method]["algorithm"] in W.recording(GATE_MASS), method
+
+
+def test_row_keys_of_the_shipped_file() -> None:
+    claims = load_claims(CLAIMS)
+    keys = row_keys(claims, "cpu")
+    assert len(keys) == len(set(keys))
+    assert ("federico-best", "federico_table1_cpu_fashion") in keys
+    assert ("federico-only-one-above-local",  # scope together: one row
+            "federico_table1_cpu_fashion + federico_table1_cpu_digits") in keys
+    # paper-only claims (cpu: [], e.g. CIFAR-100) are rows at the paper scale only
+    paper_only = {c.id for c in claims if not c.experiments["cpu"]}
+    assert {"fedem-fedfomo-worse-on-cifar100", "fine-tuning-not-enough-on-cifar100",
+            "heurfedamp-better-with-deep-models"} <= paper_only
+    assert not paper_only & {cid for cid, _ in keys}
+    assert ("fedem-fedfomo-worse-on-cifar100", "federico_table1_cifar100") in row_keys(
+        claims, "paper")
+    assert len(keys) == sum(1 if c.scope == "together" else len(c.experiments["cpu"])
+                            for c in claims if c.experiments["cpu"])
+    raw = raw_config()
+    cfg = parse({**raw, "scale": "cpu"})
+    design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
+    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1))  # paired
+    assert parse_design(design_json(design)) == design
+    frame = evaluate_claims(claims, None, "cpu", design=design)
+    assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
+    assert set(frame["verdict"]) == {"missing"}  # no results at all: nothing holds
+    assert frame["margin"].isna().all() and (frame["n"] == 0).all()
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    (_claim(extra=1), r"unknown key\(s\) \['extra'\]"),
+    ({k: v for k, v in _claim().items() if k != "where"}, r"missing key\(s\) \['where'\]"),
+    (_claim(paper="FedAvg"), "paper: 'FedAvg' is not one of"),
+    (_claim(id="Bad Id"), "lower case"),
+    (_claim(experiments={"paper": ["exp"]}), r"missing key\(s\) \['cpu'\]"),
+    (_claim(experiments={"paper": [], "cpu": []}), "no experiment at any scale"),
+    (_claim(experiments={"paper": ["a", "a"], "cpu": []}), "listed twice"),
+    (_claim(scope="both"), "scope: 'both' is not one of"),
+    (_claim(check={**COMPARE, "op": "=>"}), "op: '=>' is not one of"),
+    (_claim(check={**COMPARE, "type": "eval"}), "type: 'eval' is not one of"),
+    (_claim(check={**COMPARE, "threshold": 0.5}), r"unknown key\(s\) \['threshold'\]"),
+    (_claim(check={k: v for k, v in COMPARE.items() if k != "b"}), r"missing key\(s\) \['b'\]"),
+    (_claim(check={**COMPARE, "b": "federico"}), "same method"),
+    (_claim(check={**COMPARE, "tolerance": -1}), "outside"),
+    (_claim(check={**COMPARE, "tolerance": True}), "expected a number"),
+    (_claim(check={**COMPARE, "metric": "weighted_at"}), "round_fraction is required"),
+    (_claim(check={**COMPARE, "round_fraction": 0.5}), "round_fraction is required"),
+    (_claim(check={**COMPARE, "distributions": [0]}), "positive integers"),
+    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
+                   "baselines": ["a", "b"]}), r"\['a'\] both in methods and baselines"),
+    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
+                   "baselines": ["b"], "op": "<"}), "above_all takes"),
+    (_claim(check={"type": "weight_mass", "method": "f", "threshold": 1.5}), "outside"),
+    (_claim(check={"type": "gate_alignment", "a": "f", "b": "f", "op": ">"}), "same method"),
+    (_claim(check=dict(ACROSS), scope="together",
+            experiments={"paper": ["a", "b", "c"], "cpu": []}), "exactly two experiments"),
+    (_claim(check=dict(ACROSS), experiments={"paper": ["a", "b"], "cpu": []}),
+     "needs scope: together"),
+    (_claim(check={**ACROSS, "op": ">"}, scope="together",
+            experiments={"paper": ["a", "b"], "cpu": []}), r"unknown key\(s\) \['op'\]"),
+])
+def test_loader_rejects_malformed_claims(claim: dict[str, Any], message: str) -> None:
+    with pytest.raises(ClaimsError, match=message):
+        parse_claims({"claims": [claim]})
+
+
+def test_loader_rejects_duplicate_ids_and_bad_documents(tmp_path: Path) -> None:
+    with pytest.raises(ClaimsError, match="used twice"):
+        parse_claims({"claims": [_claim(), _claim()]})
+    with pytest.raises(ClaimsError, match="one key 'claims'"):
+        parse_claims({"claim": []})
+    with pytest.raises(ClaimsError, match="non-empty list"):
+        parse_claims({"claims": []})
+    bad = tmp_path / "c.yaml"
+    bad.write_text("claims: [")
+    with pytest.raises(ClaimsError, match="not valid YAML"):
+        load_claims(bad)
+
+
+# --------------------------------------------------------------------------- workflow
+def tiny(**experiment: Any) -> dict[str, Any]:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["experiments"]["tiny"].update(experiment)
+    return raw
+
+
+def test_claims_targets_inputs_and_scale() -> None:
+    claims = parse_claims({"claims": [
+        _claim(experiments={"paper": ["tiny", "absent"], "cpu": ["tiny_cpu"]})]})
+    cfg = parse(tiny())
+    assert "results/tables/claims.md" in W.all_targets(cfg, claims)
+    assert "results/tables/claims.csv" in W.all_targets(cfg, claims)
+    assert not any("claims" in t for t in W.all_targets(cfg))  # no claims given
+    assert W.claims_inputs(cfg, claims, "claims") == ["results/aggregate/tiny.parquet"]
+    assert W.claims_inputs(cfg, claims, "claims_cpu") == []
+    assert W.claims_scale("claims_cpu") == "cpu" and W.claims_scale("claims") == "paper"
+    with pytest.raises(ValueError, match="unknown claims table"):
+        W.claims_scale("claims_gpu")
+    # the claims name no experiment of this config: no claims table
+    other = parse_claims({"claims": [_claim()]})
+    assert W.claims_targets(cfg, other) == []
+    # CPU scale: the cpu table
+    raw = tiny(scale="cpu")
+    raw["scale"] = "cpu"
+    raw["experiments"]["tiny_cpu"] = raw["experiments"].pop("tiny")
+    assert W.claims_targets(parse(raw), claims) == ["results/tables/claims_cpu.md",
+                                                    "results/tables/claims_cpu.csv"]
+    raw["experiments"]["claims_cpu"] = raw["experiments"]["tiny_cpu"]
+    with pytest.raises(ValueError, match="reserved for the claims tables"):
+        W.claims_targets(parse(raw), claims)
+
+
+# --------------------------------------------------------------------------- CPU designs
+def test_perfedckt_and_fedmix_cpu_designs_have_three_seed_pairs() -> None:
+    # with one seed pair every claim on them was inconclusive (n = 1, no interval)
+    cfg = parse({**raw_config(), "scale": "cpu"})
+    names = [n for n in cfg.experiments if n.endswith(("_cpu", "_cpu_digits"))
+             and n.startswith(("perfedckt_", "fedmix_"))]
+    assert len(names) == 9
+    for name in names:
+        assert len(cfg.experiments[name].seed_pairs()) >= 3, name
+
+
+def test_perfedckt_cpu_partition_leaves_local_a_task() -> None:
+    """The CPU analogue's clients hold more than one class (Local cannot be trivially
+    right): the median effective number of classes, exp(entropy) of a client's label
+    counts, of the configured Dirichlet draw over 10 balanced classes is at least 2
+    (alpha 0.01 gave 1.0: one class per client)."""
+    from pflrepro.data.schemes.dirichlet import DirichletPartitioner
+
+    spec = raw_config()["experiments"]["perfedckt_table1_cpu"]["partitions"][0]
+    part = DirichletPartitioner(clients=spec["clients"], alpha=spec["alpha"],
+                                min_samples=spec["min_samples"])
+    per_class = spec["max_samples"] // 10
+    for seed in range(3):
+        table = part.draw_counts(np.full(10, per_class), seed).astype(float)
+        shares = table[table.sum(axis=1) > 0]
+        shares = shares / shares.sum(axis=1, keepdims=True)
+        logs = np.log(np.where(shares > 0, shares, 1.0))
+        effective = np.exp(-(shares * logs).sum(axis=1))
+        assert np.median(effective) >= 2.0, (seed, np.median(effective))
