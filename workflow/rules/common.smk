@@ -284,6 +284,14 @@ def table_tuning(wildcards):
     return tuning_notes(CFG.tables[wildcards.table].experiments)
 
 
+def paper_table_selections(wildcards):
+    return selections(W.paper_table_experiments(CFG, PAPER_CELLS, wildcards.paper_table))
+
+
+def paper_table_tuning(wildcards):
+    return tuning_notes(W.paper_table_experiments(CFG, PAPER_CELLS, wildcards.paper_table))
+
+
 def tune_split_fraction(wildcards):
     return CFG.experiments[wildcards.experiment].tune.fraction
 
