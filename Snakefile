@@ -26,8 +26,8 @@ onerror:
         print(f"partial table (the runs that finished; failed ones listed): {report}")
 
 
-# Every rule but the training ones (`train`, the `train_<runs>` rules of several runs per
-# job, `tune_train`) runs where Snakemake runs (the login node under profiles/slurm;
+# Every rule but the training ones (`train`, `tune_train`, and the `train_<runs>` and
+# `tune_train_<runs>` rules of several runs per job) runs where Snakemake runs (the login node under profiles/slurm;
 # prepare_data too, since compute nodes often have no network): each declares
 # `localrule: True` itself (tests/unit/test_local_rules.py).
 rule all:

@@ -250,8 +250,25 @@ def _cost(args: argparse.Namespace) -> None:
         projected = projection(measured, check_config_paths(args.project, build_schema()),
                                scale=args.project_scale)
     write_cost(measured, projected, args.md, args.csv, args.projection_csv,
-               experiment=args.experiment or "")
+               experiment=args.experiment or "", tuning=_cost_tuning(args))
     log.info("cost of %d job(s) -> %s, %s", len(jobs), args.md, args.csv)
+
+
+def _cost_tuning(args: argparse.Namespace) -> list[str]:
+    """The cost table's tuning sentences: its runs' params checked against the selections."""
+    from pflrepro.tuning import notes_for
+
+    if not args.tuning or not json.loads(args.tuning):
+        return []
+    import pandas as pd
+
+    from pflrepro.results import read_table
+
+    runs = pd.concat([read_table(p, columns=["experiment", "partition", "method",
+                                             "split_seed", "params"]) for p in args.runs],
+                     ignore_index=True)
+    labels, experiment_labels = _labels(args.labels)
+    return notes_for(args.tuning, runs, labels, experiment_labels)
 
 
 def _aggregate(args: argparse.Namespace) -> None:
@@ -315,11 +332,9 @@ def _table(args: argparse.Namespace) -> None:
                            experiment_labels=experiment_labels, metric=args.metric,
                            experiments_order=args.experiments or None)
     caption = args.caption or CAPTIONS[args.metric]
-    tuning: list[str] = []
-    if args.tuning:
-        from pflrepro.tuning import table_notes
+    from pflrepro.tuning import notes_for
 
-        tuning = table_notes(json.loads(args.tuning), agg, labels, experiment_labels)
+    tuning = notes_for(args.tuning, agg, labels, experiment_labels)
     write_table(table, args.md, args.tex, args.csv, caption=caption, tuning=tuning)
 
 
@@ -327,9 +342,12 @@ def _communication(args: argparse.Namespace) -> None:
     from pflrepro.reporting.communication import communication_table, write_communication
 
     agg = _read_aggregates(args.aggregate)
+    from pflrepro.tuning import notes_for
+
     table = communication_table(agg, methods_order=args.methods or None)
-    labels, _ = _labels(args.labels)
-    write_communication(table, args.md, args.csv, caption=args.caption, labels=labels)
+    labels, experiment_labels = _labels(args.labels)
+    write_communication(table, args.md, args.csv, caption=args.caption, labels=labels,
+                        tuning=notes_for(args.tuning, agg, labels, experiment_labels))
 
 
 def _plot(args: argparse.Namespace) -> None:
@@ -424,6 +442,13 @@ def _check_source(src: str) -> None:
             f"{own}: install the workflow's clone into the job's environment (pip install "
             f"-e {own.parent.parent}) or set PFLREPRO_ANY_SOURCE=1 to run other code on "
             f"purpose")
+
+
+#: ``--tuning`` of the commands that write a table from runs (table, communication, cost,
+#: paper-vs-ours).
+TUNING_HELP = ("JSON: the tuned methods' grids and selections "
+               "(pflrepro.workflow.table_tuning_json); the note says how each value was "
+               "chosen, and the runs must carry the selected values")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -560,6 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.add_argument("--projection-csv")
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...} (the tuning note)')
+    p.add_argument("--tuning", help=TUNING_HELP)
     p.set_defaults(func=_cost)
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
@@ -586,9 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
-    p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
-                   "(pflrepro.workflow.table_tuning_json); their note says how each value "
-                   "was chosen")
+    p.add_argument("--tuning", help=TUNING_HELP)
     p.set_defaults(func=_table)
 
     p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")
@@ -597,6 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", required=True)
     p.add_argument("--methods", nargs="*", help="row order")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
+    p.add_argument("--tuning", help=TUNING_HELP)
     p.add_argument("--caption", default="Communication per method: scalars sent and "
                    "received, and final accuracy.")
     p.set_defaults(func=_communication)

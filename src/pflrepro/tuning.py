@@ -460,6 +460,19 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
     return notes
 
 
+def notes_for(tuning: str | None, runs: pd.DataFrame | None,
+              labels: Mapping[str, str] | None = None,
+              experiment_labels: Mapping[str, str] | None = None) -> list[str]:
+    """:func:`table_notes` from a job's ``--tuning`` JSON; ``[]`` without one or runs.
+
+    What every writer of a table built from runs (results, paper-vs-ours,
+    communication, cost) says about the tuned values those runs used.
+    """
+    if not tuning or runs is None:
+        return []
+    return table_notes(json.loads(tuning), runs, labels, experiment_labels)
+
+
 def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
                  chosen: Mapping[tuple[str, int], Mapping[str, float]]) -> pd.DataFrame:
     """Every value tried: mean score (and ξ contrast) over seeds, and which was chosen."""

@@ -695,13 +695,18 @@ TUNE_PARTITION = "results/tuning/{experiment}/partitions/{partition}/split{split
 #: One tuning run: a grid point (``{point}``: :func:`pflrepro.tuning.point_id`).
 TUNE_RUN = ("results/tuning/{experiment}/runs/{partition}/{method}/{point}/"
             "split{split}-seed{seed}.parquet")
+#: One tuning run's own log, and (several runs per job) the job's stderr; benchmarks.
+TUNE_LOG = ("logs/tuning/{experiment}/runs/{partition}/{method}/{point}/"
+            "split{split}-seed{seed}.log")
+TUNE_BATCH_LOG = "logs/tuning/{experiment}/runs/{partition}/{method}/runs-{runs}.log"
+TUNE_BENCHMARK = ("results/benchmarks/tuning/{experiment}/{partition}/{method}/{point}/"
+                  "split{split}-seed{seed}.tsv")
+TUNE_BATCH_BENCHMARK = "results/benchmarks/tuning/{experiment}/{partition}/{method}/runs-{runs}.tsv"
 #: Every value tried and its validation score (``ext``: md, csv), and the selection.
 TUNE_TABLE = "results/tuning/{experiment}/{method}.{ext}"
 TUNE_SELECTION = "results/tuning/{experiment}/{method}.json"
-#: The tuning rules' logs: validation split, tuning run, selection.
+#: The other tuning rules' logs: validation split, selection (a run's: TUNE_LOG).
 TUNE_SPLIT_LOG = "logs/tuning/{experiment}/partitions/{partition}/split{split}.log"
-TUNE_RUN_LOG = ("logs/tuning/{experiment}/runs/{partition}/{method}/{point}/"
-                "split{split}-seed{seed}.log")
 TUNE_SELECT_LOG = "logs/tuning/{experiment}/{method}.log"
 #: FIGURE's ``kind`` of the tuning figure (validation score against the value).
 TUNE_KIND = "tuning-{method}"
@@ -732,6 +737,87 @@ def tune_run_paths(cfg: WorkflowConfig, experiment: str, method: str) -> list[st
     return [TUNE_RUN.format(experiment=experiment, partition=t["partition"], method=method,
                             point=point_id(t["point"]), split=t["split"], seed=t["seed"])
             for t in tune_trials(cfg, experiment, method)]
+
+
+@dataclass(frozen=True)
+class TuneBatch:
+    """The tuning runs one job trains (``runs_per_job``, as :class:`TrainBatch`).
+
+    ``trials``: (grid point id, split, seed) of each run, in :func:`tune_trials` order,
+    for tuned method ``method`` of each of ``experiments`` on any of their partitions.
+    One Snakemake rule each (:attr:`rule`); ``experiment`` and ``partition`` stay
+    wildcards, ``method`` is fixed.
+    """
+
+    method: str
+    trials: tuple[tuple[str, int, int], ...]
+    experiments: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The runs as a name part: their number and a digest of what they are.
+
+        A list of every grid point would make a file name hundreds of characters long;
+        the job's own log lists the runs, and each run keeps its own log.
+        """
+        import hashlib
+
+        digest = hashlib.sha256(canonical_json([self.method, self.trials]).encode())
+        return f"{len(self.trials)}runs-{digest.hexdigest()[:10]}"
+
+    @property
+    def rule(self) -> str:
+        """The Snakemake rule that trains them."""
+        return f"tune_train_{self.label.replace('-', '_')}"
+
+
+def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]:
+    """The tuning jobs of the experiments whose scale trains several runs per job.
+
+    A tuned method's runs on one partition of an experiment (its split seeds, grid
+    points and tuning seeds, in :func:`tune_trials` order) cut into chunks of
+    ``runs_per_job`` (:func:`runs_per_job`, the training jobs' setting); experiments
+    with the same chunk of the same method share its rule. Experiments at one run per
+    job are left to the ``tune_train`` rule (:func:`single_run_tune_experiments`).
+    """
+    from pflrepro.tuning import point_id
+
+    chunks: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[str]] = {}
+    for name, exp in cfg.experiments.items():
+        size = runs_per_job(raw, exp.scale)
+        if size == 1:
+            continue
+        for method in tuned_methods(cfg, name):
+            first = exp.partitions[0].id  # every partition has the same trials
+            trials = tuple((point_id(t["point"]), int(t["split"]), int(t["seed"]))
+                           for t in tune_trials(cfg, name, method) if t["partition"] == first)
+            step = size or len(trials)
+            for i in range(0, len(trials), step):
+                chunks.setdefault((method, trials[i:i + step]), []).append(name)
+    return [TuneBatch(method, trials, tuple(names))
+            for (method, trials), names in chunks.items()]
+
+
+def single_run_tune_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[str]:
+    """Experiments whose tuning runs get a job each (the ``tune_train`` rule's)."""
+    return [name for name in single_run_experiments(cfg, raw) if tuned_methods(cfg, name)]
+
+
+def tune_member_wildcards(wildcards: Any, point: str, split: int, seed: int) -> Any:
+    """A tuning batch job's wildcards with one member's ``point``, ``split`` and ``seed``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(experiment=wildcards.experiment, partition=wildcards.partition,
+                           method=wildcards.method, point=point, split=str(split),
+                           seed=str(seed))
+
+
+def tune_member_paths(wildcards: Any, trials: Sequence[tuple[str, int, int]],
+                      template: str) -> list[str]:
+    """``template`` (TUNE_RUN, TUNE_LOG, TUNE_PARTITION) of each member of a tuning job."""
+    return [template.format(experiment=wildcards.experiment, partition=wildcards.partition,
+                            method=wildcards.method, point=point, split=split, seed=seed)
+            for point, split, seed in trials]
 
 
 def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:

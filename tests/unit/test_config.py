@@ -164,3 +164,31 @@ def test_method_sources_are_checked_and_kept_out_of_the_params() -> None:
         raw["methods"]["federico"]["sources"] = bad
         with pytest.raises(ConfigError, match=message):
             parse(raw)
+
+
+#: Unstated values that move results (issue 24), by algorithm: every paper-scale
+#: experiment of config.yaml selects them on validation (its `tune:` block).
+UNSTATED = {"fedamp": {"sigma", "prox"}, "heurfedamp": {"sigma", "prox", "self_attention"},
+            "fedprox": {"mu"}, "fedprox_ft": {"mu"}, "ditto": {"lam"},
+            "per_fedavg": {"alpha"}, "perfedckt": {"lam"}}
+
+
+def test_paper_scale_experiments_tune_the_unstated_values_that_move_results() -> None:
+    cfg = parse(yaml.safe_load((REPO / "config.yaml").read_text()))
+    seen = set()
+    for name, exp in cfg.experiments.items():
+        if exp.scale != "paper":
+            continue
+        for method in exp.methods:
+            keys = UNSTATED.get(cfg.methods[method].algorithm, set())
+            if not keys:
+                continue
+            assert exp.tune is not None, f"{name} has {method} but no tune block"
+            tuned = {g.key for g in exp.tune.methods.get(method, ())}
+            assert keys <= tuned, (name, method, sorted(keys - tuned))
+            # the value is not fixed in the method entry (that would turn tuning off),
+            # and its source says it is unstated
+            assert not keys & set(cfg.methods[method].params), (name, method)
+            assert all(cfg.methods[method].sources[k].startswith("unstated:") for k in keys)
+            seen.add(cfg.methods[method].algorithm)
+    assert seen == set(UNSTATED)

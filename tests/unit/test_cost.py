@@ -25,14 +25,15 @@ HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load
 
 def _job(root: Path, name: str, method: str, algorithm: str, *, rounds: int, n_train: list[int],
          train_s: float, wall_s: float, rss: str = "300.5", cpu: str = "7.5",
-         resumed: int | None = None, device: str = "cpu") -> tuple[Path, Path, Path]:
+         resumed: int | None = None, device: str = "cpu",
+         params: str = "{}") -> tuple[Path, Path, Path]:
     out = R.MetricLog()
     for k, n in enumerate(n_train):
         out.add(0, k, R.N_TRAIN, n)
     for rnd in range(1, rounds + 1):
         out.add(rnd, 0, R.TEST_ACCURACY, 0.5)
     config = {"experiment": "e", "dataset": "digits", "partition": "p", "method": method,
-              "algorithm": algorithm, "params": "{}", "split_seed": 0, "train_seed": 0,
+              "algorithm": algorithm, "params": params, "split_seed": 0, "train_seed": 0,
               "client_training": "loop", "package_version": "0", "git_revision": "x"}
     run = root / f"{name}.parquet"
     write_parquet(out.to_frame(config), run)
@@ -175,3 +176,40 @@ def test_write_cost_labels_gpu_measurements_as_gpu_hours(tmp_path: Path) -> None
     text = (tmp_path / "a.md").read_text()
     assert "Total: 2.5 hours (GPU-hours) for the methods priced; 0 experiment" in text
     assert "| x | cnn | 1 | 1 | 1 | 1 | 1.00 | 2.50 |" in text
+
+
+#: A table job's --tuning (pflrepro.workflow.table_tuning_json) for fedamp of experiment e.
+TUNING = [{"experiment": "e", "method": "fedamp", "algorithm": "fedamp", "fixed": {},
+           "clients": {"p": 2}, "grids": {"sigma": [1e-5, 1e-3]}, "log": [],
+           "criterion": "best_mean", "rounds": 2, "seeds": [0], "fraction": 0.2,
+           "labels": {}, "selection": {"p": {"0": {"point": {"sigma": 1e-3},
+                                                   "params": {"sigma": 1e-3}}}}}]
+
+
+def test_cost_command_says_how_tuned_values_were_chosen(tmp_path: Path) -> None:
+    import json
+
+    run, bench, log = _job(tmp_path, "a", "fedamp", "fedamp", rounds=2, n_train=[40, 60],
+                           train_s=1.0, wall_s=2.0, params='{"sigma": 0.001}')
+    md, csv = tmp_path / "c.md", tmp_path / "c.csv"
+    args = ["cost", "--experiment", "e", "--runs", str(run), "--benchmarks", str(bench),
+            "--logs", str(log), "--training", "{}", "--md", str(md), "--csv", str(csv),
+            "--labels", json.dumps({"partitions": {"p": "shown p"}})]
+    assert main([*args, "--tuning", json.dumps(TUNING)]) == 0
+    paragraphs = md.read_text().split("\n\n")
+    assert paragraphs[-1].startswith(
+        "fedamp: sigma chosen on validation from {1e-05, 0.001}: shown p split 0: 0.001 "
+        "(the grid's highest value) (best mean validation accuracy, 2 rounds, seeds [0], "
+        "0.2 of each client's training rows held out; the test rows never read).")
+    csv_bytes = csv.read_bytes()
+    # no tuned method, no sentence; the CSV is the same either way
+    assert main([*args, "--tuning", "[]"]) == 0
+    assert "chosen on validation" not in md.read_text()
+    assert csv.read_bytes() == csv_bytes
+    # runs that did not train with the selection are refused: the note would be false
+    other, bench2, log2 = _job(tmp_path, "b", "fedamp", "fedamp", rounds=2, n_train=[40, 60],
+                               train_s=1.0, wall_s=2.0, params='{"sigma": 1e-05}')
+    wrong = ["cost", "--runs", str(other), "--benchmarks", str(bench2), "--logs", str(log2),
+             "--training", "{}", "--md", str(md), "--csv", str(csv),
+             "--tuning", json.dumps(TUNING)]
+    assert main(wrong) == 1

@@ -15,16 +15,18 @@ import pflrepro.workflow as W
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
-#: training jobs: the tuning runs too, and train.smk's train_<runs> (several runs per
-#: job), defined in a loop (``rule:`` then ``name: _batch.rule``)
-CLUSTER_RULES = {"train", "tune_train", "_batch.rule"}
+#: training jobs: the tuning runs too, and train.smk's train_<runs> and tune.smk's
+#: tune_train_<runs> (several runs per job), defined in loops (``rule:`` then ``name:
+#: _batch.rule`` / ``name: _tune.rule``)
+CLUSTER_RULES = {"train", "tune_train", "_batch.rule", "_tune.rule"}
 
 
 #: Rules made in a loop (``rule:`` with ``name: <expr>``): the names each expression
 #: takes, from the package the loop reads (report.smk: one plot rule per figure kind);
-#: train.smk's train_<runs> depend on the config, so their block keeps the expression.
+#: train.smk's train_<runs> and tune.smk's tune_train_<runs> depend on the config, so
+#: their blocks keep the expression.
 GENERATED = {"figure.rule": lambda: [k.rule for k in W.figure_rule_kinds()],
-             "_batch.rule": lambda: ["_batch.rule"]}
+             "_batch.rule": lambda: ["_batch.rule"], "_tune.rule": lambda: ["_tune.rule"]}
 
 
 def rule_blocks(text: str) -> dict[str, list[str]]:

@@ -197,6 +197,14 @@ def test_compare_by_hand(tmp_path: Path) -> None:
     text = (tmp_path / "t.md").read_text()
     assert "| 74.31 | 74.00 ± 2.83 (n=2) | -0.31 | yes |" in text
     assert len(pd.read_csv(tmp_path / "t.csv")) == 4
+    assert "chosen on validation" not in text
+    # a tuned method's sentence ends the note (Markdown-escaped); the CSV does not change
+    before = (tmp_path / "t.csv").read_bytes()
+    write_paper_table(frame, tmp_path / "t.md", tmp_path / "t.csv", title="T",
+                      tuning=["m: a|b chosen on validation from {1, 2}: only split 0: 2."])
+    assert (tmp_path / "t.md").read_text().rstrip().endswith(
+        "no paper number). m: a\\|b chosen on validation from {1, 2}: only split 0: 2.")
+    assert (tmp_path / "t.csv").read_bytes() == before
 
 
 def test_compare_without_runs_and_at_cpu_scale() -> None:

@@ -42,6 +42,14 @@ def test_totals_and_means_by_hand(tmp_path):
     write_communication(table, md, csv, caption="cap")
     assert "| fedavg | p | 2 | 60.0 | 1.00e+02 | 1.00e+02 | 8.10e+02 |" in md.read_text()
     assert pd.read_csv(csv)["total"].tolist() == [10.0, 810.0]
+    assert "chosen on validation" not in md.read_text()
+    # a tuned method's sentence ends the note; the CSV does not change
+    before = csv.read_bytes()
+    write_communication(table, md, csv, caption="cap",
+                        tuning=["fedavg: mu chosen on validation from {0.1, 1}: p split 0: 1."])
+    assert md.read_text().rstrip().endswith(
+        "means over the runs. fedavg: mu chosen on validation from {0.1, 1}: p split 0: 1.")
+    assert csv.read_bytes() == before
 
 
 def test_runs_without_traffic_are_named():

@@ -217,3 +217,7 @@ def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
     # runs trained with other values than the selection's: the note would lie
     with pytest.raises(ValueError, match="not the tuning selection"):
         T.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))
+    # notes_for: what the table, paper-vs-ours, communication and cost jobs call
+    assert T.notes_for(json.dumps(spec), runs, labels={"p": "practical"}) == notes
+    assert T.notes_for(None, runs) == [] and T.notes_for("[]", runs) == []
+    assert T.notes_for(json.dumps(spec), None) == []  # a paper table with no runs yet

@@ -197,3 +197,46 @@ def test_runs_sharing_a_job_share_its_benchmark_in_the_cost_args() -> None:
     assert logs[0].endswith("split0-seed0.log") and logs[1].endswith("split0-seed1.log")
     # one run per job: each run's own record, as before
     assert W.cost_args(cfg, "tiny").split()[1].endswith("split0-seed0.tsv")
+
+
+def _tuned(split_seeds: list[int], **top: object) -> dict:
+    """The tiny config with FedAMP tuned on a 2 x 2 grid, two tuning seeds."""
+    raw = _seeded(split_seeds, [0], **top)
+    raw["methods"]["fedamp"] = {"algorithm": "fedamp"}
+    tiny = raw["experiments"]["tiny"]
+    tiny["methods"] = [*tiny["methods"], "fedamp"]
+    tiny["tune"] = {"rounds": 1, "seeds": [0, 1],
+                    "methods": {"fedamp": {"sigma": [1e-5, 1e-3], "prox": [0.1, 1]}}}
+    return raw
+
+
+def test_tuning_runs_per_job_chunk_a_methods_trials_per_partition() -> None:
+    # paper scale: one tuning run per job (the tune_train rule), as training
+    raw = _tuned([0, 1])
+    cfg = parse(raw)
+    assert W.tune_batches(cfg, raw) == []
+    assert W.single_run_tune_experiments(cfg, raw) == ["tiny"]
+    # 'all': a partition's 2 splits x 4 points x 2 seeds = 16 runs in one job, in the
+    # order of tune_trials (split, point, seed); one rule, for both partitions
+    raw = _tuned([0, 1], runs_per_job={"paper": "all"})
+    cfg = parse(raw)
+    (batch,) = W.tune_batches(cfg, raw)
+    assert W.single_run_tune_experiments(cfg, raw) == []
+    assert batch.method == "fedamp" and batch.experiments == ("tiny",)
+    assert len(batch.trials) == 16
+    assert batch.trials[:3] == (("sigma1e-05_prox0.1", 0, 0), ("sigma1e-05_prox0.1", 0, 1),
+                                ("sigma1e-05_prox1", 0, 0))
+    assert batch.trials[8] == ("sigma1e-05_prox0.1", 1, 0)
+    assert batch.label.startswith("16runs-") and len(batch.label) == len("16runs-") + 10
+    assert batch.rule == "tune_train_" + batch.label.replace("-", "_")
+    paths = W.tune_run_paths(cfg, "tiny", "fedamp")
+    wildcards = SimpleNamespace(experiment="tiny", partition=PID, method="fedamp")
+    assert W.tune_member_paths(wildcards, batch.trials, W.TUNE_RUN) == \
+        [p for p in paths if f"/{PID}/" in p]
+    # 5 per job: chunks of 5, 5, 5 and 1, each its own rule
+    raw = _tuned([0, 1], runs_per_job={"paper": 5})
+    batches = W.tune_batches(parse(raw), raw)
+    assert [len(b.trials) for b in batches] == [5, 5, 5, 1]
+    assert [t for b in batches for t in b.trials] == \
+        list(batch.trials)
+    assert len({b.rule for b in batches}) == 4

@@ -8,11 +8,12 @@ value changed; a changed tuning budget that selects the same value reruns no fin
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from _wf import new_workdir, snakemake
+from _wf import new_workdir, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -21,10 +22,18 @@ PART = ("practical-clients4-test_fraction0.2-max_samples400-groups2-dominant_sha
 RUN = "results/runs/tiny/" + PART + "/{method}/split0-seed0.parquet"
 TUNE_RUN = "results/tuning/tiny/runs/" + PART + "/fedamp/{point}/split0-seed0.parquet"
 SELECTION = "results/tuning/tiny/fedamp.json"
+#: The tables built from the runs: each says how FedAMP's values were chosen.
+TABLES = ["results/tables/tiny.md", "results/tables/tiny-communication.md",
+          "results/tables/tiny-cost.md", "results/tables/t_tiny-paper.md"]
 TARGETS = [RUN.format(method="fedavg"), RUN.format(method="fedamp"),
            "results/tuning/tiny/fedamp.md", "results/tuning/tiny/fedamp.csv",
-           "figures/tiny-tuning-fedamp.png", "figures/tiny-accuracy.png",
-           "results/tables/tiny.md"]
+           "figures/tiny-tuning-fedamp.png", "figures/tiny-accuracy.png", *TABLES]
+#: A numbers file of one cell, FedAMP's in `tiny` (the paper-vs-ours table t_tiny).
+NUMBERS = """id,paper,table,table_id,setting,paper_method,quantity,value,unit,where,\
+metric,experiment,partition,method,cpu_experiment,cpu_partition,planned,note
+tiny-fedamp,FedAMP,Table 1,t_tiny,digits,FedAMP,accuracy,,%,nowhere,mean_bmta,tiny,,fedamp,,,\
+false,
+"""
 
 
 def _config(grid: list[float], rounds: int) -> dict:
@@ -48,6 +57,7 @@ def _build(wd: Path, grid: list[float], rounds: int) -> dict[str, float]:
     import yaml
 
     (wd / "config.yaml").write_text(yaml.safe_dump(_config(grid, rounds)))
+    (wd / "config/paper_numbers.csv").write_text(NUMBERS)
     snakemake(wd, *TARGETS)
     return {str(p.relative_to(wd)): p.stat().st_mtime_ns
             for p in (wd / "results").rglob("*.parquet")}
@@ -89,10 +99,12 @@ def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
     assert selection[PART]["0"]["params"] == {"sigma": 1e-5, "alpha": 2.5e-6, "lam": 2.5e-6}
     md = (wd / "results/tuning/tiny/fedamp.md").read_text()
     assert "sigma chosen on validation from {1e-05}" in md
-    # the experiment's table says how FedAMP's sigma was chosen; FedAvg is not tuned
-    note = (wd / "results/tables/tiny.md").read_text().strip().splitlines()[-1]
-    assert "fedamp: sigma chosen on validation from {1e-05}: " in note
-    assert "fedavg:" not in note
+    # every table of its runs (results, communication, cost, paper-vs-ours) says how
+    # FedAMP's sigma was chosen; FedAvg is not tuned
+    for table in TABLES:
+        text = (wd / table).read_text()
+        assert text.count("fedamp: sigma chosen on validation from {1e-05}: ") == 1, table
+        assert "fedavg: " not in text, table
     _check_report(wd)
 
     # a second value: its tuning run only (the first value's is kept), FedAvg's run kept,
@@ -117,3 +129,37 @@ def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
     assert fourth[TUNE_RUN.format(point="sigma0.01")] != third[TUNE_RUN.format(point="sigma0.01")]
     assert fourth[RUN.format(method="fedamp")] == third[RUN.format(method="fedamp")]
     assert fourth[RUN.format(method="fedavg")] == third[RUN.format(method="fedavg")]
+
+
+def test_tuning_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(tmp_path: Path) -> None:
+    # runs_per_job 'all': both grid points of FedAMP on the partition in one job (a
+    # tune_train_<runs> rule), each run with the table, digest and log it has when trained
+    # alone, so the selection and the tuning table are the same bytes too
+    targets = [SELECTION, "results/tuning/tiny/fedamp.csv", "results/tuning/tiny/fedamp.md"]
+    points = ["sigma1e-05", "sigma0.01"]
+    config = _config([1e-5, 1e-2], 2)
+    alone = new_workdir(tmp_path / "alone", config)
+    rules = Counter(r for r, _ in planned_jobs(snakemake(alone, "-n", *targets)))
+    assert rules["tune_train"] == 2, rules
+    snakemake(alone, *targets)
+    config["runs_per_job"] = {"paper": "all"}
+    shared = new_workdir(tmp_path / "shared", config)
+    rules = Counter(r for r, _ in planned_jobs(snakemake(shared, "-n", *targets)))
+    batch = [r for r in rules if r.startswith("tune_train_2runs_")]
+    assert "tune_train" not in rules and len(batch) == 1 and rules[batch[0]] == 1, rules
+    snakemake(shared, *targets)
+    for target in targets:
+        assert (shared / target).read_bytes() == (alone / target).read_bytes(), target
+    for point in points:
+        run = TUNE_RUN.format(point=point)
+        assert (shared / run).read_bytes() == (alone / run).read_bytes(), run
+        assert (shared / (run + ".sha256")).read_bytes() == (alone / (run + ".sha256")).read_bytes()
+        log = run.replace("results/tuning/tiny/runs", "logs/tuning/tiny/runs")
+        log = shared / log.replace(".parquet", ".log")
+        assert log.read_text().count(" rounds in ") == 1, log
+    job_logs = list((shared / "logs/tuning/tiny/runs" / PART / "fedamp").glob("runs-2runs-*.log"))
+    assert len(job_logs) == 1
+    bench = list((shared / "results/benchmarks/tuning/tiny" / PART / "fedamp").glob("runs-*.tsv"))
+    assert len(bench) == 1
+    again = snakemake(shared, "-n", *targets)
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -284,6 +284,14 @@ def table_tuning(wildcards):
     return tuning_notes(CFG.tables[wildcards.table].experiments)
 
 
+def paper_table_selections(wildcards):
+    return selections(W.paper_table_experiments(CFG, PAPER_CELLS, wildcards.paper_table))
+
+
+def paper_table_tuning(wildcards):
+    return tuning_notes(W.paper_table_experiments(CFG, PAPER_CELLS, wildcards.paper_table))
+
+
 def tune_split_fraction(wildcards):
     return CFG.experiments[wildcards.experiment].tune.fraction
 
@@ -304,6 +312,40 @@ def tune_runs(wildcards):
 
 def tune_plan(wildcards):
     return W.tune_plan_json(CFG, wildcards.experiment, wildcards.method)
+
+
+# --- several tuning runs per job (tune.smk's tune_train_<runs> rules) ---------------
+TUNE_BATCHES = W.tune_batches(CFG, config)
+
+
+def tune_batch_function(trials, what):
+    """A params/input function of a tuning batch job: `what` of each member, in order."""
+
+    def member_values(wildcards):
+        members = [W.tune_member_wildcards(wildcards, *t) for t in trials]
+        if what == "spec":
+            return [tune_run_spec(m) for m in members]
+        if what == "partition":
+            return W.tune_member_paths(wildcards, trials, W.TUNE_PARTITION)
+        if what == "log":
+            return W.tune_member_paths(wildcards, trials, W.TUNE_LOG)
+        found = [train_public_inputs(m) for m in members]
+        if what == "public":  # shell words: --public FILE... --public-data META, or none
+            if not found[0]:
+                return []
+            return ["--public", *(f["public"] for f in found),
+                    "--public-data", found[0]["public_meta"]]
+        if what == "inputs":
+            out = {"meta": W.experiment_path(CFG, members[0], "meta"),
+                   "partition": sorted(set(W.tune_member_paths(wildcards, trials,
+                                                               W.TUNE_PARTITION)))}
+            if found[0]:
+                out["public"] = sorted({f["public"] for f in found})
+                out["public_meta"] = found[0]["public_meta"]
+            return out
+        raise ValueError(what)
+
+    return member_values
 
 
 # --- several runs per training job (train.smk's train_<runs> rules) ------------------

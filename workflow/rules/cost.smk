@@ -9,6 +9,7 @@ rule cost_table:
         runs=lambda wildcards: W.cost_inputs(CFG, wildcards.experiment),
         # the paper-scale grid to project (config.yaml beside the Snakefile)
         paper=os.path.join(workflow.basedir, "config.yaml"),
+        tuned=experiment_selections,
     output:
         md=W.pattern(W.COST_TABLE, kind="cost", ext="md"),
         csv=W.pattern(W.COST_TABLE, kind="cost", ext="csv"),
@@ -18,6 +19,8 @@ rule cost_table:
         source=PFLREPRO_SRC,
         args=cost_args,
         methods=methods_order,
+        labels=experiment_labels,
+        tuning=experiment_tuning,
     log:
         W.COST_LOG,
     localrule: True
@@ -28,4 +31,4 @@ rule cost_table:
         " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
         " --methods {params.methods:q} --project {input.paper:q}"
         " --md {output.md:q} --csv {output.csv:q} --projection-csv {output.projection:q}"
-        " > {log:q} 2>&1"
+        " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1"

@@ -34,7 +34,8 @@ rule table:
 rule communication_table:
     localrule: True
     input:
-        W.AGGREGATE,
+        agg=W.AGGREGATE,
+        tuned=experiment_selections,
     output:
         md=W.pattern(W.COMMUNICATION_TABLE, ext="md"),
         csv=W.pattern(W.COMMUNICATION_TABLE, ext="csv"),
@@ -43,14 +44,16 @@ rule communication_table:
         source=PFLREPRO_SRC,
         methods=methods_order,
         labels=experiment_labels,
+        tuning=experiment_tuning,
     log:
         W.COMMUNICATION_LOG,
     conda:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " communication --aggregate {input:q} --md {output.md:q} --csv {output.csv:q}"
-        " --methods {params.methods:q} --labels {params.labels:q} > {log:q} 2>&1"
+        " communication --aggregate {input.agg:q} --md {output.md:q} --csv {output.csv:q}"
+        " --methods {params.methods:q} --labels {params.labels:q}"
+        " --tuning {params.tuning:q} > {log:q} 2>&1"
 
 
 # An empty caption (none in the config) is `--caption=`: Snakemake's {x:q} writes nothing at
@@ -146,6 +149,7 @@ rule paper_table:
     input:
         numbers=PAPER_NUMBERS_FILE,
         aggregates=paper_table_inputs,
+        tuned=paper_table_selections,
     output:
         md=W.pattern(W.PAPER_TABLE, ext="md"),
         csv=W.pattern(W.PAPER_TABLE, ext="csv"),
@@ -155,6 +159,7 @@ rule paper_table:
         table=paper_table_id,
         scale=CFG.scale,
         labels=paper_table_labels,
+        tuning=paper_table_tuning,
     wildcard_constraints:
         paper_table=W.alternation(PAPER_TABLES),
     log:
@@ -166,7 +171,7 @@ rule paper_table:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
         " --scale {params.scale:q} --aggregate {input.aggregates:q} --labels {params.labels:q}"
-        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        " --tuning {params.tuning:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
 # Each Markdown table as an HTML page: what `snakemake --report` shows of the tables.

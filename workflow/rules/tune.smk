@@ -33,29 +33,82 @@ rule tune_split:
         " --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
 
 
+# One tuning run per job: the experiments at one run per training job (`runs_per_job`,
+# README "Running"; the paper scale).
 rule tune_train:
     input:
+        unpack(train_public_inputs),
         meta=experiment_input("meta"),
         partition=W.TUNE_PARTITION,
     output:
         W.TUNE_RUN,
     params:
         spec=tune_run_spec,
+        public=train_public_args,
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
+    wildcard_constraints:
+        experiment=W.alternation(W.single_run_tune_experiments(CFG, config)),
     threads: 1
     resources:
         gpu=train_resources("gpu"),
         mem_mb=train_resources("mem_mb"),
         runtime=train_resources("runtime"),
     log:
-        W.TUNE_RUN_LOG,
+        W.TUNE_LOG,
+    benchmark:
+        W.TUNE_BENCHMARK
     conda:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " train --spec {params.spec:q} --data {input.meta:q} --partition"
-        " {input.partition:q} --threads {threads:q} --out {output:q} > {log:q} 2>&1"
+        " {input.partition:q} {params.public:q} --threads {threads:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+# Several tuning runs per job, as the training jobs' train_<runs> (train.smk): the runs of
+# a tuned method on a partition (split seeds x grid points x tuning seeds), `runs_per_job`
+# at a time, one after another in one process (`pflrepro train`'s list arguments), each
+# with the bytes it has when trained alone, its own log (W.TUNE_LOG) and table. One rule
+# per chunk of runs of a method (W.tune_batches; the name counts the runs and digests
+# them), shared by the experiments with that chunk; the job's stderr goes to
+# W.TUNE_BATCH_LOG. TUNE_BATCHES, tune_batch_function: common.smk.
+for _tune in TUNE_BATCHES:
+
+    rule:
+        name: _tune.rule
+        input:
+            unpack(tune_batch_function(_tune.trials, "inputs")),
+        output:
+            [W.pattern(W.TUNE_RUN, point=p, split=s, seed=t) for p, s, t in _tune.trials],
+        params:
+            spec=tune_batch_function(_tune.trials, "spec"),
+            partitions=tune_batch_function(_tune.trials, "partition"),
+            public=tune_batch_function(_tune.trials, "public"),
+            logs=tune_batch_function(_tune.trials, "log"),
+            python=PFLREPRO_PYTHON,
+            source=PFLREPRO_SRC,
+        wildcard_constraints:
+            experiment=W.alternation(_tune.experiments),
+            method=W.alternation([_tune.method]),
+        threads: 1
+        resources:
+            gpu=train_resources("gpu"),
+            mem_mb=train_resources("mem_mb"),
+            runtime=batch_runtime(_tune.trials),
+        log:
+            job=W.pattern(W.TUNE_BATCH_LOG, runs=_tune.label),
+            runs=[W.pattern(W.TUNE_LOG, point=p, split=s, seed=t) for p, s, t in _tune.trials],
+        benchmark:
+            W.pattern(W.TUNE_BATCH_BENCHMARK, runs=_tune.label)
+        conda:
+            ENV
+        shell:
+            "{params.python:q} -m pflrepro --require-source {params.source:q}"
+            " train --spec {params.spec:q} --data {input.meta:q}"
+            " --partition {params.partitions:q} --log {params.logs:q} {params.public:q}"
+            " --threads {threads:q} --out {output:q} > {log.job:q} 2>&1"
 
 
 checkpoint tune_select:

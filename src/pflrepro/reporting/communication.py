@@ -85,11 +85,13 @@ def _sci(value: float) -> str:
 
 def write_communication(table: pd.DataFrame, md_path: str | os.PathLike[str],
                         csv_path: str | os.PathLike[str], caption: str,
-                        labels: Mapping[str, str] | None = None) -> None:
+                        labels: Mapping[str, str] | None = None,
+                        tuning: Sequence[str] = ()) -> None:
     """Write :func:`communication_table` as Markdown and CSV (atomically).
 
     ``labels`` (partition id -> shown label) name the partitions in the Markdown; the
-    CSV keeps the ids.
+    CSV keeps the ids. ``tuning``: sentences appended to the note, one per tuned method
+    (:func:`pflrepro.tuning.table_notes`).
     """
     labels = labels or {}
     lines = [f"Table: {caption}", "",
@@ -104,6 +106,7 @@ def write_communication(table: pd.DataFrame, md_path: str | os.PathLike[str],
     lines += ["", "Scalars (parameters, logits, losses, control variates) a client sent (up) "
               "and received (down), mean per client and round; total per run = sum over "
               "clients and rounds of both, initialisation included; accuracy = final test "
-              "accuracy weighted by client test-set size; means over the runs."]
+              "accuracy weighted by client test-set size; means over the runs."
+              + "".join(f" {line}" for line in tuning)]
     write_text(md_path, "\n".join(lines) + "\n")
     write_csv(table, csv_path)

@@ -356,8 +356,12 @@ def markdown(table: pd.DataFrame, columns: Sequence[str],
 
 def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str | Path,
                csv: str | Path, projection_csv: str | Path | None = None, *,
-               experiment: str = "") -> None:
-    """Write the measured table (Markdown with the projection, CSV) atomically."""
+               experiment: str = "", tuning: Sequence[str] = ()) -> None:
+    """Write the measured table (Markdown with the projection, CSV) atomically.
+
+    ``tuning``: sentences on the measured runs' tuned values, one per tuned method
+    (:func:`pflrepro.tuning.table_notes`), a paragraph below the measured table.
+    """
     from pflrepro.io import write_csv, write_text
 
     title = f"Compute cost of {experiment}" if experiment else "Compute cost"
@@ -366,6 +370,8 @@ def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str |
              "per method: wall time and CPU time of the whole job, training time of the "
              "round loop, seconds per round and rounds per second of training, the largest "
              "resident memory.", "", markdown(measured, MEASURED_COLUMNS, MEASURED_HEADERS)]
+    if tuning:
+        parts += ["", " ".join(tuning)]
     if projected is not None:
         total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
         devices = ", ".join(sorted(set(measured["device"])))

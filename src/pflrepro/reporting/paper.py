@@ -419,8 +419,13 @@ def _ours(row: Any) -> str:
 
 
 def write_paper_table(frame: pd.DataFrame, md_path: str | os.PathLike[str],
-                      csv_path: str | os.PathLike[str], *, title: str) -> None:
-    """Write a :func:`compare` frame as Markdown and CSV, atomically."""
+                      csv_path: str | os.PathLike[str], *, title: str,
+                      tuning: Sequence[str] = ()) -> None:
+    """Write a :func:`compare` frame as Markdown and CSV, atomically.
+
+    ``tuning``: sentences on our runs' tuned values, one per tuned method
+    (:func:`pflrepro.tuning.table_notes`), appended to the note.
+    """
     from pflrepro.io import write_text
 
     missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
@@ -454,7 +459,8 @@ def write_paper_table(frame: pd.DataFrame, md_path: str | os.PathLike[str],
               "test-set size; mean_bmta: best-over-rounds mean client accuracy, PerFed-CKT's "
               "'highest test accuracy' and FedAMP's BMTA), communication in 1e7 scalars "
               "sent and received per run. Inside our std: |ours − paper| <= our std (n/a "
-              "with one run or no paper number).", ""]
+              "with one run or no paper number)."
+              + "".join(f" {_md(line)}" for line in tuning), ""]
     write_text(md_path, "\n".join(lines))
     write_text(csv_path, frame[list(RESULT_COLUMNS)].to_csv(index=False, lineterminator="\n"))
 

@@ -332,11 +332,14 @@ def _paper_vs_ours(args: argparse.Namespace) -> None:
     cells = load_paper_numbers(args.numbers)
     frames = [read_table(p) for p in args.aggregate]
     agg = pd.concat(frames, ignore_index=True) if frames else None
+    from pflrepro.tuning import notes_for
+
     raw = json.loads(args.labels) if args.labels else {}
     labels = dict(raw.get("partitions", {}))
     frame = compare(cells, agg, args.scale, args.table, labels=labels)
+    tuning = notes_for(args.tuning, agg, labels, dict(raw.get("experiments", {})))
     write_paper_table(frame, args.md, args.csv,
-                      title=title_of(cells, args.table, args.scale))
+                      title=title_of(cells, args.table, args.scale), tuning=tuning)
 
 
 def add_subcommands(sub: Any) -> None:
@@ -356,6 +359,9 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--aggregate", nargs="*", default=[],
                    help="aggregated runs of the table's experiments (none: not run)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
+    p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
+                   "(pflrepro.workflow.table_tuning_json); the note says how each value "
+                   "was chosen, and the runs must carry the selected values")
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.set_defaults(func=_paper_vs_ours)
