@@ -10,9 +10,11 @@ way a user sets it (the cluster's default partition is another one), and fast st
 checks (no accounting database: `squeue`, with MinJobAge 3600 in the cluster's
 configuration).
 
-1. The demo (config/demo.yaml: both experiments, every method, partition and seed,
-   its tables and figures; 64 training jobs of 30 rounds) with one test change:
-   `gpu: 1`, so that training goes to SLURM (the demo itself trains on the CPU). Every
+1. The demo (config/demo.yaml: both experiments, every partition and seed, their
+   tables and figures) with three methods per experiment (`SLURM_METHODS`: 24 training
+   jobs of 30 rounds instead of 64; what is tested is the cluster's plumbing, which
+   every method shares, and CI's 90 minutes) and `gpu: 1`, so that training goes to
+   SLURM (the demo itself trains on the CPU). Every
    training job ran inside a SLURM job that asked for one GPU, in partition `debug`;
    jobs were grouped; every output file exists in both runs and the run Parquet
    files, aggregate tables and tables equal those of a local run of the same config
@@ -71,11 +73,16 @@ def cluster() -> Iterator[None]:
 
 
 DEMO = REPO / "config" / "demo.yaml"
+#: The methods each demo experiment keeps here: the two baselines every table has and the
+#: experiment's own method(s), whose figures (FedeRiCo's weights, FedAMP's heatmaps) the
+#: demo draws.
+SLURM_METHODS = {"demo_federico": ["local", "fedavg", "federico"],
+                 "demo_fedamp": ["fedavg", "fedamp", "heurfedamp"]}
 ROUNDS = yaml.safe_load(DEMO.read_text())["training"]["rounds"]
 
 
 def demo_config() -> dict:
-    """The demo's config, with a GPU request for every training job.
+    """The demo's config with `SLURM_METHODS` only and a GPU request for every training job.
 
     And one run per job, as for GPU jobs on SLURM (profiles/slurm's resources and
     groups name the rule `train`; the demo's own `runs_per_job` batches its runs).
@@ -84,7 +91,10 @@ def demo_config() -> dict:
     would add half again to the cluster's jobs and to CI's time.
     """
     config = yaml.safe_load(DEMO.read_text())
-    for exp in config["experiments"].values():
+    assert set(SLURM_METHODS) == set(config["experiments"]), "the demo's experiments changed"
+    for name, exp in config["experiments"].items():
+        assert set(SLURM_METHODS[name]) <= set(exp["methods"]), (name, exp["methods"])
+        exp["methods"] = SLURM_METHODS[name]
         exp["resources"] = {**exp["resources"], "gpu": 1}
         exp.pop("tune", None)
     config["runs_per_job"] = {"cpu": 1}
