@@ -1,15 +1,15 @@
 """End to end: the Snakemake workflow on a tiny config in a temporary directory.
 
-One module-scoped run builds everything; the tests then check outputs, dry runs
-after changes (stale-only recompute), determinism, single-figure targets and config
-errors. The package source is copied into the temporary directory and put first on
-PYTHONPATH, so a test can edit an algorithm's file without touching the repository.
+One module-scoped run builds everything; the tests then check outputs, dry runs after
+changes (stale-only recompute), determinism and damaged outputs. The tests that need no
+build (single-figure targets, config errors, ...) are in test_workflow_fresh.py. The
+package source is copied into the temporary directory and put first on PYTHONPATH, so a
+test can edit an algorithm's file without touching the repository.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from collections import Counter
@@ -196,65 +196,6 @@ def test_lint_is_clean(built: Path) -> None:
     assert "Congratulations" in out and "Lints for" not in out, out
 
 
-def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
-    work = new_workdir(tmp_path / "fig")
-    jobs = planned_jobs(snakemake(work, "-n", "figures/tiny-weights-federico.pdf"))
-    rules = Counter(rule for rule, _ in jobs)
-    assert {w["method"] for r, w in jobs if r == "train"} == {"federico"}
-    assert rules["train"] == RUNS // 4
-    assert "table" not in rules and "plot_accuracy" not in rules
-    snakemake(work, "figures/tiny-weights-federico.pdf")
-    assert (work / "figures/tiny-weights-federico.pdf").stat().st_size > 0
-    assert not (work / "figures/tiny-accuracy.pdf").exists()
-
-
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda c: c.update(colour="blue"), "colour"),
-    (lambda c: c["training"].update(rounds="ten"), "ten"),
-    (lambda c: c["training"].update(learning_rate=0.1), "learning_rate"),
-    (lambda c: c["methods"].update(magic={"algorithm": "magic"}), "magic"),
-    (lambda c: c["methods"]["federico"].update(epsilon=2.0), "epsilon"),
-    (lambda c: c["methods"]["federico"].update(gamma=1.0), "gamma"),
-    (lambda c: c["experiments"]["tiny"].update(methods=["local", "fedsgd"]), "fedsgd"),
-    (lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet"),
-    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20), "groups"),
-    (lambda c: c.update(colour="blue"),
-     "unknown key 'colour' at config top level; known: allow_huge, data, experiments"),
-    (lambda c: c["training"]["model_options"].update(hidden="abc"),
-     "training.model_options.hidden (model 'mlp')"),
-    (lambda c: c["training"].update(lr=float("inf")), "training.lr: must be a finite number"),
-    (lambda c: c["experiments"]["tiny"].update(methods=["fedavg", "fedavg"]),
-     "experiments.tiny.methods: 'fedavg' is listed twice"),
-    (lambda c: c["experiments"]["tiny"].update(train_seeds=[0, 0]),
-     "experiments.tiny.train_seeds: 0 is listed twice"),
-    (lambda c: c.update(scale="cpu"), "scale: no experiment has scale 'cpu'"),
-    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
-     "experiments.tiny.partitions[0].max_samples"),
-])
-def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
-    config = yaml.safe_load(TINY.read_text())
-    mutate(config)
-    work = new_workdir(tmp_path / "bad", config)
-    proc = snakemake(work, "-n", check=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert message in out, out
-    assert "rule train" not in out
-    assert not (work / "results").exists()
-    assert len(out) < 5000, out  # one short message, never the schema
-
-
-def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -> None:
-    work = new_workdir(tmp_path / "dup")
-    config = work / "config.yaml"
-    config.write_text(config.read_text().replace("  rounds: 3\n", "  rounds: 3\n  rounds: 30\n"))
-    proc = snakemake(work, "-n", check=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert f"{config}:5:3: duplicate key 'rounds'" in out, out
-    assert "rule train" not in out
-
-
 # ------------------------------------------------- issue 17: damaged outputs, foreign code
 def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
     """Truncate ``path``; the next run names it and marks it damaged, the one after rebuilds.
@@ -297,57 +238,3 @@ def test_truncated_partition_is_named_set_aside_and_rebuilt(built: Path) -> None
     failed = _damage_and_rebuild(built, partition)
     out = failed.stdout + failed.stderr
     assert f"{partition.relative_to(built)} is damaged" in out, out
-
-
-def test_another_clones_package_is_refused(tmp_path: Path) -> None:
-    # item 9: the Snakefile ran whatever pflrepro Python found, e.g. another clone's
-    work = new_workdir(tmp_path / "wf")
-    other = tmp_path / "other" / "src"
-    shutil.copytree(work / "src", other)
-    proc = snakemake(work, "-n", check=False, env={"PYTHONPATH": str(other)})
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert f"imports pflrepro from {other / 'pflrepro'}, not from this workflow's own " \
-           f"source {work / 'src' / 'pflrepro'}" in out, out
-    assert f"pip install -e {work}" in out, out
-    assert "rule train" not in out
-    proc = snakemake(work, "-n", env={"PYTHONPATH": str(other), "PFLREPRO_ANY_SOURCE": "1"})
-    assert "rule train" in proc.stdout + proc.stderr
-
-
-@pytest.mark.parametrize("text, message", [
-    ("training:\n  rounds: 3\n   lr: 0.1\n", "config.yaml:3:6: YAML syntax error"),
-    ("methods: [unclosed\n", "config.yaml:2:1: YAML syntax error"),
-    ("", "config.yaml: the config file is empty"),
-    ("# only a comment\n", "config.yaml: the config file is empty"),
-])
-def test_yaml_error_in_config_yaml_names_file_and_line(tmp_path: Path, text: str,
-                                                       message: str) -> None:
-    # Snakemake's own message names neither the file nor the line
-    work = new_workdir(tmp_path / "yaml")
-    (work / "config.yaml").write_text(text)
-    proc = snakemake(work, "-n", check=False, configfile=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert f"Invalid config: {work / message}" in out, out
-    assert len(out) < 2000, out
-
-
-def test_keep_going_writes_a_partial_table_from_the_runs_that_finished(tmp_path: Path) -> None:
-    """A method whose jobs fail (PerFed-CKT with more clusters than clients, refused when
-    its run starts): --keep-going finishes the others, and the failed workflow leaves a
-    PARTIAL table of them with the failed runs listed; the real table is not built."""
-    config = yaml.safe_load(TINY.read_text())
-    config["methods"]["ckt"] = {"algorithm": "perfedckt", "clusters": 5}
-    config["experiments"]["tiny"]["methods"].append("ckt")
-    config["experiments"]["tiny"]["partitions"] = config["experiments"]["tiny"]["partitions"][:1]
-    work = new_workdir(tmp_path / "wf", config)
-    proc = snakemake(work, "--keep-going", check=False)
-    assert proc.returncode != 0
-    assert not (work / "results/tables/tiny.md").exists()
-    md = (work / "results/partial/tiny.md").read_text()
-    assert "PARTIAL: tiny, 8 of 10 runs" in md
-    assert md.count("- ckt, label_groups") == 2 and "logs/train/tiny/" in md
-    csv = pd.read_csv(work / "results/partial/tiny.csv")
-    assert set(csv["method"]) == {"local", "fedavg", "fedavg_plus", "federico"}
-    assert "partial table" in proc.stdout + proc.stderr
