@@ -102,3 +102,16 @@ def test_run_all_quick() -> None:
         assert section in out, f"missing {section!r}:\n{out[-5000:]}"
     assert "FAILED" not in out, out[-5000:]
     assert "correctness checks: 0 of" not in out
+
+
+def test_gpu_methods_section_dry_path_counts_vmapped_calls() -> None:
+    """bench_gpu's per-method section on the CPU: FedAvg vmaps once a round, FedeRiCo never."""
+    import bench_gpu
+    from _common import Report
+
+    rep = Report("gpu")
+    bench_gpu.methods_section(rep, torch.device("cpu"), clients=2, n_train=8, repeats=1,
+                              model="project", names=["fedavg", "federico"])
+    assert all(ok for _, ok in rep.checks), rep.checks
+    assert rep.values["vmapped_calls"] == {"fedavg": 2, "federico": 0}  # 1 + 1 rounds
+    assert any("own loop" in line and "federico" in line for line in rep.lines)
