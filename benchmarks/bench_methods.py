@@ -99,8 +99,14 @@ def reference_for(built: dict[str, Any]) -> Reference:
 def run(quick: bool = False, clients: int | None = None, n_train: int | None = None,
         repeats: int | None = None, threads: int | None = None, model: str = "issue",
         methods: list[str] | None = None, device: str = "cpu", path: str = "auto",
-        reference: bool = True) -> Report:
-    """Time every method's round on the engine and on its reference loop."""
+        reference: bool = True, clock: str = "wall") -> Report:
+    """Time every method's round on the engine and on its reference loop.
+
+    ``clock``: ``wall`` (``time.perf_counter``) or ``cpu`` (``time.process_time``, the
+    process's CPU time: steadier than wall time on a machine other jobs load, and a
+    fair measure at ``--threads 1``, where each side computes on one thread).
+    """
+    now = time.perf_counter if clock == "wall" else time.process_time
     from pflrepro.algorithms import ALGORITHMS
 
     rep = Report("methods")
@@ -114,7 +120,7 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
     rep.say(f"== methods: one round of every method, engine ({device}, path {path}) vs a "
             f"plain per-client reference loop; {arch}, {clients} clients x {n_train} "
             f"samples, batch {BATCH}, SGD lr {LR}, one local epoch, {threads} core(s), "
-            f"{repeats} repeat(s) after a warm-up ==")
+            f"{repeats} repeat(s) after a warm-up, {clock} clock ==")
     rows = []
     ratios: dict[str, float] = {}
     for name in names:
@@ -123,11 +129,11 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
         state = {"s": built["state"], "rnd": 1}
 
         def engine_round(_: int, alg: Any = alg, state: dict = state) -> float:
-            t = time.perf_counter()
+            t = now()
             state["s"], losses = alg.round(state["s"], state["rnd"])
             if device == "cuda":
                 torch.cuda.synchronize()
-            took = time.perf_counter() - t
+            took = now() - t
             state["rnd"] += 1
             state["finite"] = bool(np.isfinite(losses[~np.isnan(losses)]).all())
             return took
@@ -138,11 +144,11 @@ def run(quick: bool = False, clients: int | None = None, n_train: int | None = N
             ref_state = {"rnd": 1}
 
             def ref_round(_: int, ref: Reference = ref, ref_state: dict = ref_state) -> float:
-                t = time.perf_counter()
+                t = now()
                 with torch_threads(threads):
                     ref.round(ref_state["rnd"])
                 ref_state["rnd"] += 1
-                return time.perf_counter() - t
+                return now() - t
 
             fns["reference"] = ref_round
         repeat_interleaved(1, fns)  # warm-up (round 1)
@@ -177,10 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", type=lambda s: s.split(","))
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--path", choices=("auto", "loop", "vmap"), default="auto")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall time, or the process's CPU time (steadier under load)")
     a = p.parse_args(argv)
     rep = run(quick=a.quick, clients=a.clients, n_train=a.n_train, repeats=a.repeats,
               threads=a.threads, model=a.model, methods=a.methods, device=a.device,
-              path=a.path)
+              path=a.path, clock=a.clock)
     return 0 if all(ok for _, ok in rep.checks) else 1
 
 
