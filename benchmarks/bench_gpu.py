@@ -26,8 +26,10 @@ clients' losses and step counts must agree.
 Every method (``--methods``, default all): one round of each registered method with
 ``client_training: loop`` and ``vmap`` on the device (``bench_methods``: synthetic
 data, K = ``--method-clients``), the speed-up loop / vmap per method, and whether the
-two paths' losses agree (1e-3 relative, float32 with TF32 off; a method whose rounds
-do not go through ``Engine.train`` runs its own loop on both and shows about 1x).
+two paths' losses agree (1e-3 relative, float32 with TF32 off), and how many calls of
+the vectorised path (``local_training.train_vmap``) a round makes: a method whose
+local training does not go through ``Engine.train`` runs its own loop on both paths,
+makes none and shows about 1x (the table and the line below it name them).
 
 Without CUDA it runs a tiny CPU case (a few clients of uneven sizes) for correctness
 only, the per-method section on the CPU at tiny sizes (that it runs, not its times),
@@ -37,9 +39,11 @@ prints its times for information, and says that the GPU cases were skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -177,29 +181,62 @@ def methods_section(rep: Report, device: torch.device, clients: int, n_train: in
     arch = model_name(model)
     rows = []
     speedups: dict[str, float] = {}
+    vmapped: dict[str, int] = {}
     for name in names:
         out = {}
         for path in ("loop", "vmap"):
             built = BM.build(name, clients, n_train, 2 * BM.BATCH, arch, 1, device.type, path)
             e, alg, state = built["engine"], built["alg"], built["state"]
             times, losses = [], None
-            for r in range(1 + repeats):  # round 1 is the warm-up
-                _sync(device)
-                t = time.perf_counter()
-                state, loss = alg.round(state, r + 1)
-                _sync(device)
-                times.append(time.perf_counter() - t)
-                losses = loss if losses is None else losses
-            out[path] = (median(times[1:]), np.asarray(losses), e.client_training)
+            with counting_vmap() as calls:
+                for r in range(1 + repeats):  # round 1 is the warm-up
+                    _sync(device)
+                    t = time.perf_counter()
+                    state, loss = alg.round(state, r + 1)
+                    _sync(device)
+                    times.append(time.perf_counter() - t)
+                    losses = loss if losses is None else losses
+            out[path] = (median(times[1:]), np.asarray(losses), e.client_training, calls[0])
             e.close()
-        (lt, ll, _), (vt, vl, vpath) = out["loop"], out["vmap"]
+        (lt, ll, _, loop_calls), (vt, vl, vpath, vmap_calls) = out["loop"], out["vmap"]
         agree = bool(np.allclose(vl, ll, rtol=1e-3, atol=1e-4, equal_nan=True))
         rep.check(f"{name}: round-1 losses of vmap and loop agree ({vpath})", agree)
+        rep.check(f"{name}: the loop run never vmaps", loop_calls == 0)
         speedups[name] = lt / vt
-        rows.append([name, lt, vt, f"{lt / vt:.2f}x"])
-    for line in table(rows, ["method", "loop s/round", "vmap s/round", "loop / vmap"]):
+        vmapped[name] = vmap_calls
+        rows.append([name, lt, vt, f"{lt / vt:.2f}x",
+                     f"{vmap_calls / (1 + repeats):.0f}" if vmap_calls else "0 (own loop)"])
+    for line in table(rows, ["method", "loop s/round", "vmap s/round", "loop / vmap",
+                             "vmapped calls/round"]):
         rep.say(line)
+    own = sorted(n for n, c in vmapped.items() if c == 0)
+    rep.say(f"  on the vmap path: {len(vmapped) - len(own)} of {len(vmapped)} methods; "
+            f"their own per-client loop (about 1x): {', '.join(own) or 'none'}")
     rep.values["method_speedups"] = speedups
+    rep.values["vmapped_calls"] = vmapped
+
+
+@contextlib.contextmanager
+def counting_vmap() -> Iterator[list[int]]:
+    """Count the calls of the vectorised training path (``local_training.train_vmap``).
+
+    Yields a one-element list holding the count; a method whose local training does
+    not go through ``Engine.train`` (its own loop) makes no call on either path.
+    """
+    from pflrepro import local_training as LT
+
+    calls = [0]
+    original = LT.train_vmap
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    LT.train_vmap = counted
+    try:
+        yield calls
+    finally:
+        LT.train_vmap = original
 
 
 def run(quick: bool = False, ks: list[int] | None = None, n_train: int | None = None,

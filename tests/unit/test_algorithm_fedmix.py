@@ -73,8 +73,9 @@ def test_init_experts_gates_q():
     assert state["gates"]["w2"].shape == (3, 3, 5)  # clients x experts x hidden
     assert not torch.equal(state["gates"]["w1"][0], state["gates"]["w1"][1])
     torch.testing.assert_close(state["q"], torch.full((2, 3), 1 / 3, dtype=torch.float64))
-    assert state["opt"]["step"].shape == (3, 3)  # (client, expert)
-    assert state["gate_opt"]["step"].shape == (3,)
+    # one optimiser state per client, for its experts and gate together
+    assert state["opt"]["step"].shape == (3,)
+    assert set(state["opt"]) == {"step"}  # plain SGD: a step count only
     # K = 1: no gate at all
     _, one = _alg({"experts": 1})
     assert one.init()["gates"] == {}
@@ -184,10 +185,7 @@ def test_round_forms_q_from_every_shards_class_sums(monkeypatch, beta, expected)
     _, alg = _alg({"experts": 2, "gate_hidden": 0, "beta": beta})
     state = _hand_state(alg)
 
-    def untrained(state, s, rnd, mass):
-        return clone(state["experts"]), clone(take(state["gates"], s)), 0.0
-
-    monkeypatch.setattr(alg, "_local_steps", untrained)
+    _untrained(alg, monkeypatch)
     state, _ = alg.round(state, 1)
     torch.testing.assert_close(state["q"], torch.tensor(expected, dtype=torch.float64))
 
@@ -214,11 +212,11 @@ def test_server_weights_experts_by_data_mass(monkeypatch):
     state = alg.init()
     state["q"] = torch.tensor([[0.2, 0.8], [0.6, 0.4]], dtype=torch.float64)
 
-    def constant(state, s, rnd, mass):
-        return ({n: torch.full_like(v, float(s)) for n, v in state["experts"].items()},
-                clone(take(state["gates"], s)), 0.0)
+    def constant(state, rnd, mass):
+        return [({n: torch.full_like(v, float(s)) for n, v in state["experts"].items()},
+                 clone(take(state["gates"], s)), 0.0) for s in range(len(mass))]
 
-    monkeypatch.setattr(alg, "_local_steps", constant)
+    monkeypatch.setattr(alg, "local_training", constant)
     q = state["q"].numpy()
     labels = {0: [0, 1, 0, 1], 1: [0, 1], 2: [1, 0, 1]}
     m = np.array([sum(q[y] for y in labels[s]) for s in range(3)])  # (S, K)
@@ -301,7 +299,7 @@ def test_q_scales_an_experts_step_under_sgd_and_adam_cancels_it(optimizer):
     state["q"] = torch.tensor([[0.25, 0.75], [0.25, 0.75]], dtype=torch.float64)
     start = {n: v.clone() for n, v in state["experts"].items()}
     idx = e.minibatches(0, 1, "local", 1)[0]
-    trained, _, _ = alg._local_steps(state, 0, 1, torch.ones(2, dtype=torch.float64))
+    trained, _, _ = alg.local_training(state, 1, torch.ones(3, 2, dtype=torch.float64))[0]
     for k, r in enumerate((0.25, 0.75)):
         _, g = e.loss_and_grad(take(start, k), idx)
         moved = take(trained, k)[B] - take(start, k)[B]
@@ -431,10 +429,11 @@ def test_posterior_option_rejects(bad):
 
 
 def _untrained(alg, monkeypatch):
-    def untrained(state, s, rnd, mass):
-        return clone(state["experts"]), clone(take(state["gates"], s)), 0.0
+    def untrained(state, rnd, mass):
+        return [(clone(state["experts"]), clone(take(state["gates"], s)), 0.0)
+                for s in range(len(mass))]
 
-    monkeypatch.setattr(alg, "_local_steps", untrained)
+    monkeypatch.setattr(alg, "local_training", untrained)
 
 
 def test_label_shard_posterior_is_eq6_per_shard_and_class(monkeypatch):

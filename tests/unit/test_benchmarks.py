@@ -1,20 +1,88 @@
-"""benchmarks/run_all.py --quick: every benchmark runs and its correctness checks pass.
+"""The benchmarks: the reference loops compute what the engine computes; run_all runs.
 
-Speed targets are printed by the benchmarks, never asserted here; this only checks
-that each comparison produces correct results (engine and reference FedAvg agree,
-the grid writes its table, ...) and that every section is printed.
+``benchmarks/reference.py`` re-implements every method as a plain per-client PyTorch
+loop; the per-method speed ratios of ``bench_methods.py`` are honest only if each
+reference trains the same thing as the engine, so the first test runs both for three
+rounds on a tiny setting and compares every client's predictions and reported losses
+(to float tolerance), with a negative control showing the comparison can fail.
+
+``benchmarks/run_all.py --quick`` (tier ``bench``): every benchmark runs, its
+correctness checks pass and every section is printed. Speed targets are printed by
+the benchmarks, never asserted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_methods as BM  # noqa: E402
+from reference import REFERENCES  # noqa: E402
+
+from pflrepro.algorithms import ALGORITHMS  # noqa: E402
+
+#: Tolerance on probabilities and losses: float rounding only. A changed hyperparameter
+#: moves them by 3e-4 (FedProx's μ 0.01 -> 0) to 0.5 (test_reference_control).
+TOL = 1e-5
+#: Hyperparameters for the tiny setting: the benchmark's, and Clustered FL splitting
+#: from round 1 (the split path runs; with its defaults nothing splits in 3 rounds).
+TINY_PARAMS = {**BM.PARAMS, "clustered_fl": {"warmup_rounds": 0, "eps1": 100.0, "eps2": 0.0}}
+
+
+def _tiny(name: str) -> dict:
+    """4 clients x 20 samples, batch 8 (3 steps), a 16-unit MLP, 16 public rows."""
+    return BM.build(name, 4, 20, 16, "mlp", 1, batch=8, model_options={"hidden": (16,)},
+                    params=TINY_PARAMS.get(name, {}))
+
+
+def _gap(built: dict, ref, rounds: int = 3) -> tuple[float, float]:
+    """Largest |engine - reference| over rounds and clients: (probabilities, losses)."""
+    e, alg, state = built["engine"], built["alg"], built["state"]
+    probs = losses = 0.0
+    for rnd in range(1, rounds + 1):
+        state, engine_losses = alg.round(state, rnd)
+        losses = max(losses, float(np.abs(engine_losses - ref.round(rnd)).max()))
+        for k in range(e.num_clients):
+            x = e.data.x[e.data.test[k]]
+            probs = max(probs, float((alg.predict(state, k, x, rnd)
+                                      - ref.predict(k, x, rnd)).abs().max()))
+    return probs, losses
+
+
+def test_every_method_has_a_reference() -> None:
+    assert sorted(REFERENCES) == sorted(ALGORITHMS)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_reference_matches_engine(name: str) -> None:
+    torch.manual_seed(0)  # nothing may depend on it: every draw is seeded
+    built = _tiny(name)
+    probs, losses = _gap(built, BM.reference_for(built))
+    assert probs <= TOL, f"{name}: predictions differ by {probs:.3g}"
+    assert losses <= TOL, f"{name}: reported losses differ by {losses:.3g}"
+
+
+@pytest.mark.parametrize(("name", "change"), [("fedprox", {"mu": 0.0}),
+                                              ("fedfomo", {"distance": "l2"}),
+                                              ("federico", {"beta": 0.1})])
+def test_reference_control(name: str, change: dict) -> None:
+    """A reference run with another hyperparameter is caught (the check can fail)."""
+    built = _tiny(name)
+    ref = REFERENCES[name](built["engine"], dataclasses.replace(built["alg"].hp, **change))
+    ref.init()
+    probs, _ = _gap(built, ref)
+    assert probs > 10 * TOL
 SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== methods:", "== scale:", "== pipeline:",
             "== gpu:", "== gpu methods:",
             "== targets", "== correctness checks:")
@@ -34,3 +102,16 @@ def test_run_all_quick() -> None:
         assert section in out, f"missing {section!r}:\n{out[-5000:]}"
     assert "FAILED" not in out, out[-5000:]
     assert "correctness checks: 0 of" not in out
+
+
+def test_gpu_methods_section_dry_path_counts_vmapped_calls() -> None:
+    """bench_gpu's per-method section on the CPU: FedAvg vmaps once a round, FedeRiCo never."""
+    import bench_gpu
+    from _common import Report
+
+    rep = Report("gpu")
+    bench_gpu.methods_section(rep, torch.device("cpu"), clients=2, n_train=8, repeats=1,
+                              model="project", names=["fedavg", "federico"])
+    assert all(ok for _, ok in rep.checks), rep.checks
+    assert rep.values["vmapped_calls"] == {"fedavg": 2, "federico": 0}  # 1 + 1 rounds
+    assert any("own loop" in line and "federico" in line for line in rep.lines)

@@ -67,10 +67,17 @@ clients'* batches, each drawn from user i's own seeded stream (seeded by i, not 
 k), over a set of users that differs from model to model, and with ``mstep: full``
 each user's batch is its whole training set in stored order. The shared path's
 objectives (:mod:`pflrepro.objectives`) draw their further streams from the trained
-client's own data only. Fitting it needs streams of other clients (a user dimension
-padded to the largest user count, coefficient 0, on the vmapped path) and a
-whole-set stream (a permuted full batch would sum its mean in another order and change
-the CPU runs' bits); the accumulation order over sorted users must stay as here.
+client's own data only: a :class:`~pflrepro.objectives.Stream` is one purpose, seeded
+by the trained client, the same for every client of a call, whereas here the stream
+of a (model k, user i) pair is seeded by i, draws from D_i, and its purpose depends
+on the pair (the owner's ``local``, another user's ``federico_mstep_<k>``). Fitting it
+needs streams of other clients (per trained client a user dimension padded to the
+largest user count, coefficient 0, on the vmapped path: an objective-side batch hook
+that both paths of :mod:`pflrepro.local_training` would call) and a whole-set stream
+(a permuted full batch would sum its mean in another order and change the CPU runs'
+bits); the accumulation order over sorted users must stay as here. FedMix's
+:class:`~pflrepro.objectives.GatedExperts` does not need this: all of its models
+train on the one client's own batches.
 """
 
 from __future__ import annotations
