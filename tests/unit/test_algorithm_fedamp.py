@@ -206,7 +206,8 @@ def test_init_one_shared_model():
     assert torch.isnan(state["xi"]).all()
     # so the first round's ξ is the zero-distance one: every peer α/σ
     hp = alg.hp
-    xi = alg.attention(flatten(state["params"]))
+    flat = flatten(state["params"])
+    xi = alg.attention(flat, squared_distances(flat))
     off = ~torch.eye(3, dtype=torch.bool)
     torch.testing.assert_close(xi[off], torch.full((6,), hp.alpha / hp.sigma,
                                                      dtype=torch.float64))
@@ -296,3 +297,18 @@ def test_parse_hyper_defaults_and_coercion():
 def test_parse_hyper_rejects(bad):
     with pytest.raises(ValueError):
         parse_hyper(FedAMP, bad)
+
+
+def test_attention_from_given_distances_has_the_bits_of_its_own():
+    # round() computes the distances once, for ξ and for the record
+    flat = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
+    own = fedamp_attention(flat, 0.5, 2.0, per_parameter=True)
+    given = fedamp_attention(flat, 0.5, 2.0, per_parameter=True,
+                             squared=squared_distances(flat))
+    assert torch.equal(own, given)
+    # the given matrix is the one used: doubled distances give the doubled-distance ξ
+    doubled = fedamp_attention(flat, 0.5, 2.0, per_parameter=True,
+                               squared=2 * squared_distances(flat))
+    torch.testing.assert_close(doubled, fedamp_attention(flat * 2 ** 0.5, 0.5, 2.0,
+                                                         per_parameter=True))
+    assert not torch.equal(doubled, own)

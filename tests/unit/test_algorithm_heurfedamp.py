@@ -18,7 +18,7 @@ from _fl_helpers import (
 
 from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.algorithms.fedamp import FedAMP, flatten
+from pflrepro.algorithms.fedamp import FedAMP, flatten, squared_distances
 from pflrepro.algorithms.heurfedamp import HeurFedAMP, HeurFedAMPHyper, heuristic_attention
 from pflrepro.algorithms.local import Local
 from pflrepro.params import take
@@ -65,7 +65,7 @@ def test_attention_by_hand_three_models():
 def test_attention_on_engine_models_matches_loops():
     e, alg = _alg({"self_attention": 0.3, "sigma": 5.0})
     flat = flatten(alg.init()["params"])
-    xi = alg.attention(flat)
+    xi = alg.attention(flat, squared_distances(flat))
     torch.testing.assert_close(xi, _by_hand(flat.tolist(), 0.3, 5.0))
 
 

@@ -116,15 +116,17 @@ def squared_distances(flat: torch.Tensor) -> torch.Tensor:
 
 
 def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float,
-                     per_parameter: bool = False) -> torch.Tensor:
+                     per_parameter: bool = False,
+                     squared: torch.Tensor | None = None) -> torch.Tensor:
     """ξ of eq. 5: α·e^{−x/σ}/σ off the diagonal, ξ_ii = 1 − Σ_{j≠i} ξ_ij.
 
-    x = ‖w_i − w_j‖², divided by the number of parameters when ``per_parameter``.
+    x = ‖w_i − w_j‖², divided by the number of parameters when ``per_parameter``;
+    ``squared``: :func:`squared_distances` of ``flat`` when the caller has it already.
     Raises ValueError where some ξ_ii < 0 (beyond rounding).
     """
     k = flat.shape[0]
     off = ~torch.eye(k, dtype=torch.bool, device=flat.device)
-    x = squared_distances(flat)
+    x = squared_distances(flat) if squared is None else squared
     if per_parameter:
         x = x / flat.shape[1]
     xi = alpha * torch.exp(-x / sigma) / sigma
@@ -184,10 +186,13 @@ class FedAMP(Algorithm):
         state["distance"] = nan.clone()
         return state
 
-    def attention(self, flat: torch.Tensor) -> torch.Tensor:
-        """ξ (K × K, float64, rows sum to 1, on ``flat``'s device) from the flattened models."""
+    def attention(self, flat: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        """ξ (K × K, float64, rows sum to 1, on ``flat``'s device) from the models.
+
+        ``flat``: the flattened models; ``squared``: their :func:`squared_distances`.
+        """
         return fedamp_attention(flat, self.hp.alpha, self.hp.sigma,
-                                per_parameter=self.hp.distance == "mean")
+                                per_parameter=self.hp.distance == "mean", squared=squared)
 
     def terms(self, cloud: Params) -> tuple[GradTerm, ...]:
         """(λ/α)(w − u_i): each client's pull towards its cloud model (none when λ = 0)."""
@@ -199,10 +204,11 @@ class FedAMP(Algorithm):
         """Server: ξ and cloud models from the current w; clients: proximal training from u_i."""
         e = self.engine
         flat = flatten(state["params"])
-        xi = self.attention(flat)
+        squared = squared_distances(flat)  # once: for ξ and for the record
+        xi = self.attention(flat, squared)
         cloud = mix(state["params"], xi)
         state["xi"] = xi.cpu()
-        state["distance"] = (squared_distances(flat) / flat.shape[1]).cpu()
+        state["distance"] = (squared / flat.shape[1]).cpu()
         # clients start from and are pulled towards their cloud models u_i
         state["params"], state["opt"], losses = e.train(cloud, state["opt"],
                                                         range(e.num_clients), rnd,

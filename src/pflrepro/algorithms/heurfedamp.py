@@ -103,6 +103,9 @@ class HeurFedAMP(FedAMP):
             raise ValueError(f"heurfedamp needs at least 2 clients, got {self.engine.num_clients}")
         return super().init()
 
-    def attention(self, flat: torch.Tensor) -> torch.Tensor:
-        """ξ from cosine similarities (eq. 8) instead of FedAMP's A′ of the distances."""
+    def attention(self, flat: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        """ξ from cosine similarities (eq. 8) instead of FedAMP's A′ of the distances.
+
+        ``squared`` (the squared distances) is unused: HeurFedAMP records it only.
+        """
         return heuristic_attention(flat, self.hp.self_attention, self.hp.sigma)
