@@ -44,8 +44,8 @@ from pflrepro.terms import GradTerm, add_terms
 if TYPE_CHECKING:
     from pflrepro.engine import Engine
 
-__all__ = ["LOOP", "PATHS", "VMAP", "padded_minibatches", "train", "train_client",
-           "train_vmap"]
+__all__ = ["LOOP", "PATHS", "VMAP", "padded_minibatches", "stream_batches", "train",
+           "train_client", "train_vmap"]
 
 #: The two training paths (recorded per run as the ``client_training`` column).
 LOOP, VMAP = "loop", "vmap"
@@ -115,9 +115,7 @@ def train_client(engine: Engine, params: Params, opt_state: OptState, client: in
     work = {k: v.detach().clone() for k, v in params.items()}
     opt_state = {k: v.clone() for k, v in opt_state.items()}
     streams = () if objective is None else objective.streams
-    extra = [engine.minibatches(client, rnd, st.purpose, steps, _stream_pool(engine, st, pool),
-                                **({} if st.batch_size is None else
-                                   {"batch_size": st.batch_size})) for st in streams]
+    extra = [stream_batches(engine, client, rnd, st, steps, pool) for st in streams]
     total = 0.0
     for s, idx in enumerate(batches):
         if objective is None:
@@ -156,12 +154,32 @@ def _check_stacked(params: Params, opt_state: OptState, c: int) -> None:
 
 def _stream_pool(engine: Engine, stream: Stream,
                  pool: torch.Tensor | None) -> torch.Tensor | None:
-    """The rows a further stream draws from: the public set's, or the client's pool."""
+    """The rows a further stream draws from: the public set's, or the client's pool.
+
+    None: the training set of the client that seeds the stream.
+    """
     if stream.public:
         if engine.data.public is None:
             raise ValueError(f"stream {stream.purpose!r} draws from the public set; there is none")
         return torch.arange(len(engine.data.public), device=engine.device)
-    return pool
+    return pool if stream.client is None else None
+
+
+def stream_batches(engine: Engine, client: int, rnd: int, stream: Stream, steps: int,
+                   pool: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """``steps`` batches of trained client ``client``'s further stream ``stream``.
+
+    Seeded by the stream's ``client`` when it names one (that client's training rows),
+    else by ``client`` (its pool, or the public set's rows); a ``whole`` stream's every
+    batch is the whole pool in stored order. Both paths draw through here.
+    """
+    owner = client if stream.client is None else stream.client
+    rows = _stream_pool(engine, stream, pool)
+    if stream.whole:
+        whole = engine.data.train[owner] if rows is None else rows
+        return [whole] * max(int(steps), 0)
+    sized = {} if stream.batch_size is None else {"batch_size": stream.batch_size}
+    return engine.minibatches(owner, rnd, stream.purpose, steps, rows, **sized)
 
 
 def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose: str,
@@ -186,10 +204,20 @@ def padded_minibatches(engine: Engine, clients: Sequence[int], rnd: int, purpose
     per_client = [engine.minibatches(k, rnd, purpose, int(n),
                                      None if pools is None else pools[i], **sized)
                   for i, (k, n) in enumerate(zip(clients, steps, strict=True))]
-    c = len(clients)
+    return _pad_batches(engine, per_client)
+
+
+def _pad_batches(engine: Engine, per_client: Sequence[Sequence[torch.Tensor]],
+                 min_steps: int = 1
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
+    """Per-client lists of batches padded into one tensor (see :func:`padded_minibatches`).
+
+    At least ``min_steps`` steps (a client with fewer batches has masked steps).
+    """
+    c = len(per_client)
     s_max = max((len(b) for b in per_client), default=0)
     b_max = max((len(idx) for b in per_client for idx in b), default=0)
-    s_max, b_max = max(s_max, 1), max(b_max, 1)
+    s_max, b_max = max(s_max, min_steps, 1), max(b_max, 1)
     mask = np.zeros((c, s_max, b_max), dtype=np.float32)
     count = np.ones((c, s_max), dtype=np.float32)
     active = np.zeros((c, s_max), dtype=bool)
@@ -262,16 +290,24 @@ def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: l
     index, mask, count, active = padded_minibatches(engine, clients, rnd, purpose, counts,
                                                     pools)
     n_steps = index.shape[1]
-    # further streams of the objective (same step counts and batch sizes as the main one)
+    # further streams of the objective (same step counts as the main one): slot j holds
+    # each client's j-th stream, empty (mask 0) for a client with fewer
+    per_streams = [() if objective is None else objective.client_streams(i)
+                   for i in range(len(clients))]
     extra = []
-    for st in () if objective is None else objective.streams:
-        st_pools = [_stream_pool(engine, st, None if pools is None else pools[i])
-                    for i in range(len(clients))]
-        st_index, st_mask, st_count, _ = padded_minibatches(engine, clients, rnd, st.purpose,
-                                                            counts, st_pools, st.batch_size)
+    for j in range(max((len(st) for st in per_streams), default=0)):
+        slot = [st[j] if j < len(st) else None for st in per_streams]
+        public = {st.public for st in slot if st is not None}
+        if len(public) > 1:
+            raise ValueError(f"stream slot {j} mixes public and private streams")
+        st_index, st_mask, st_count, _ = _pad_batches(engine, [
+            [] if st is None else stream_batches(engine, k, rnd, st, n,
+                                                 None if pools is None else pools[i])
+            for i, (k, n, st) in enumerate(zip(clients, counts, slot, strict=True))], n_steps)
+        on_public = public == {True}
         extra.append((st_index, st_mask, st_count,
-                      engine.data.public if st.public else x_all,
-                      torch.zeros((), dtype=torch.long, device=engine.device) if st.public
+                      engine.data.public if on_public else x_all,
+                      torch.zeros((), dtype=torch.long, device=engine.device) if on_public
                       else y_all))
     active_dev = torch.from_numpy(active).to(engine.device)
 

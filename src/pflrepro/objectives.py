@@ -20,7 +20,9 @@ key ``obj.<name>``: it is then stacked, taken per client, masked on padded steps
 handed back like the optimiser's own state, and the optimiser never touches it.
 
 Kinds: :class:`SampleWeighted` (per-sample weights on the data loss: FedEM's
-responsibilities), :class:`MixedPair` (a model trained beside a personal model
+responsibilities), :class:`PeerWeighted` (a weighted sum of batch losses on several
+clients' data, each batch from that client's own seeded stream: FedeRiCo's M-step),
+:class:`MixedPair` (a model trained beside a personal model
 whose loss is that of their parameter mixture, the mixing weight learnt: APFL),
 :class:`MAML` (Per-FedAvg), :class:`Distill` (PerFed-CKT) and :class:`GatedExperts`
 (K experts and a gate trained jointly on responsibilities: FedMix).
@@ -46,8 +48,8 @@ if TYPE_CHECKING:
     from pflrepro.engine import Engine
 
 __all__ = ["BASE", "EXPERT_LOSS_KEY", "GATE", "MAML", "MIXED", "Distill", "GatedExperts",
-           "MixedPair", "Objective", "SampleWeighted", "Stream", "expert_prefix", "gate_logits",
-           "join_experts", "join_pair", "split_experts", "split_pair"]
+           "MixedPair", "Objective", "PeerWeighted", "SampleWeighted", "Stream", "expert_prefix",
+           "gate_logits", "join_experts", "join_pair", "split_experts", "split_pair"]
 
 #: A padded batch of a further stream in a vectorised pass: ``(index, x, y, mask, count)``.
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -60,11 +62,24 @@ class Stream:
     ``public``: batches are row indices of the public set (``engine.data.public``), not
     of the data set; else the client's training rows (or the call's pool).
     ``batch_size``: None for ``training.batch_size`` (capped by the pool's size).
+    ``client``: None for the trained client; else the batches are rows of that client's
+    training set (never the call's pool), seeded by (seed, round, ``client``,
+    ``purpose``): exactly the batches ``engine.minibatches(client, ...)`` gives that
+    client's own training under ``purpose``. ``whole``: every step's batch is the whole
+    pool in stored order (no draw; ``batch_size`` does not apply).
     """
 
     purpose: str
     public: bool = False
     batch_size: int | None = None
+    client: int | None = None
+    whole: bool = False
+
+    def __post_init__(self) -> None:
+        if self.public and self.client is not None:
+            raise ValueError(f"stream {self.purpose!r}: a public stream has no client")
+        if self.whole and self.batch_size is not None:
+            raise ValueError(f"stream {self.purpose!r}: a whole-pool stream has no batch size")
 
 
 class Objective(ABC):
@@ -74,8 +89,17 @@ class Objective(ABC):
     per_client: bool
     #: Further mini-batch streams a step draws a batch from, besides the training
     #: call's own (Per-FedAvg's inner and Hessian batches, PerFed-CKT's public batch):
-    #: seeded like it by (seed, round, client, purpose), as many steps.
+    #: seeded like it by (seed, round, client, purpose), as many steps. Those of one
+    #: trained client; see :meth:`client_streams` for a per-client objective's.
     streams: tuple[Stream, ...] = ()
+
+    def client_streams(self, i: int) -> tuple[Stream, ...]:
+        """The further streams of the ``i``-th trained client (its :meth:`row`'s).
+
+        They may differ from client to client (:class:`PeerWeighted`); the vectorised
+        path pads a client with fewer streams with empty batches (mask 0).
+        """
+        return self.row(i).streams
 
     @abstractmethod
     def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
@@ -180,6 +204,101 @@ class SampleWeighted(Objective):
     def rows(self, a: int, b: int) -> SampleWeighted:
         """Trained clients ``a..b-1``."""
         return SampleWeighted(self.weights[a:b], per_client=True)
+
+
+@dataclass(frozen=True)
+class PeerWeighted(Objective):
+    """``Σ_u coef_u · mean ℓ(batch of stream u)``: one model trained on several clients' data.
+
+    ``users`` holds, per trained client, its streams (each usually with ``client`` set:
+    a batch of that user's training rows, drawn and seeded by the user), ``coef`` the
+    weight of each stream's batch-mean cross-entropy, float64 (one row per trained
+    client, zero-padded beyond a row's streams). The training call's own batch is not
+    used: a client's own data enters as one of its streams, if at all. A client with
+    no stream takes a zero gradient. The loop adds the users' weighted gradients in
+    stream order and reports Σ_u coef_u ℓ_u. FedeRiCo's M-step (Sui et al. 2022, eq.
+    4-6): model k on the batches of every client i that used it, coefficient w_ik.
+    """
+
+    users: tuple[tuple[Stream, ...], ...]
+    coef: torch.Tensor
+    per_client: bool = True
+
+    def __post_init__(self) -> None:
+        coef = self.coef.detach()
+        if coef.dim() != 2 or coef.shape[0] != len(self.users):
+            raise ValueError(f"coef must be ({len(self.users)}, U), got {tuple(coef.shape)}")
+        widest = max((len(u) for u in self.users), default=0)
+        if coef.shape[1] < widest:
+            raise ValueError(f"coef has {coef.shape[1]} columns for {widest} streams")
+        if not self.per_client and len(self.users) != 1:
+            raise ValueError("a shared PeerWeighted has one row of streams")
+        object.__setattr__(self, "coef", coef)
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The streams of the one trained client (a row or a shared objective)."""
+        if self.per_client:
+            raise TypeError("a per-client PeerWeighted has streams per client: "
+                            "client_streams(i)")
+        return self.users[0]
+
+    def client_streams(self, i: int) -> tuple[Stream, ...]:
+        """The ``i``-th trained client's streams."""
+        return self.users[i] if self.per_client else self.users[0]
+
+    def loss_and_grad(self, engine: Engine, params: Params, idx: torch.Tensor,
+                      state: OptState, extra: Sequence[torch.Tensor] = ()
+                      ) -> tuple[float, Params]:
+        """An engine pass per stream, ``c_u ∇ mean ℓ_u`` added in stream order."""
+        grads: Params = {}
+        loss = 0.0
+        for u, rows in enumerate(extra):
+            c = float(self.coef[0, u])
+            lu, gu = engine.loss_and_grad(params, rows)
+            for n, g in gu.items():
+                grads[n] = c * g if n not in grads else grads[n] + c * g
+            loss += c * lu
+        if not extra:
+            grads = {n: torch.zeros_like(v) for n, v in params.items()}
+        return loss, grads
+
+    def stacked_loss_and_grad(self, model: nn.Module, params: Params, x: torch.Tensor,
+                              y: torch.Tensor, mask: torch.Tensor, count: torch.Tensor,
+                              idx: torch.Tensor, state: OptState,
+                              active: torch.Tensor | None,
+                              extra: Sequence[Batch] = ()) -> tuple[torch.Tensor, Params]:
+        """One vmapped pass: a forward per stream slot, padded slots carrying mask 0."""
+        dtype = next(iter(params.values())).dtype
+        coef = self.coef[:, :len(extra)].to(dtype)
+
+        def weighted(p: Params, c: torch.Tensor, *batches: tuple[torch.Tensor, ...]
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+            total = torch.zeros((), dtype=dtype, device=c.device)
+            for u, batch in enumerate(batches):
+                total = total + c[u] * masked_ce(model, p, *batch)
+            return total, total.detach()
+
+        grads, (_, loss) = _vmapped_grad(weighted, has_aux=True)(
+            params, coef, *[b[1:] for b in extra])
+        return loss, grads
+
+    def row(self, i: int) -> PeerWeighted:
+        """Client ``i``'s streams and coefficients, or the shared ones."""
+        if not self.per_client:
+            return self
+        return PeerWeighted((self.users[i],), self.coef[i:i + 1], per_client=False)
+
+    def stacked(self, params: Params) -> PeerWeighted:
+        """One row per client (the shared row repeated)."""
+        if self.per_client:
+            return self
+        c = next(iter(params.values())).shape[0]
+        return PeerWeighted(self.users * c, self.coef.expand(c, -1), per_client=True)
+
+    def rows(self, a: int, b: int) -> PeerWeighted:
+        """Trained clients ``a..b-1``."""
+        return PeerWeighted(self.users[a:b], self.coef[a:b], per_client=True)
 
 
 #: Key prefixes of the two models of a :class:`MixedPair` in one parameter dict.

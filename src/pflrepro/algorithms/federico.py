@@ -89,7 +89,8 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.params import put, take
+from pflrepro.objectives import PeerWeighted, Stream
+from pflrepro.params import take
 from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import numpy_generator
 
@@ -226,30 +227,31 @@ class FedeRiCo(Algorithm):
         state["table"] = table
         state["weights"] = self.posterior(table)
 
-    def mstep_plan(self, k: int, users: list[int], rnd: int, w: torch.Tensor
-                   ) -> tuple[int, dict[int, list[torch.Tensor]], dict[int, float]]:
-        """Steps of model k's M-step, each user's batches and gradient coefficient.
+    def mstep_objective(self, used: list[list[int]], rnd: int, w: torch.Tensor
+                        ) -> tuple[int | None, PeerWeighted]:
+        """Steps of each model's M-step (None: its owner's epoch) and its objective.
 
-        ``epoch``: the owner's local steps, batches of size B, coefficient w_ik on the
-        batch mean; ``step`` / ``full``: one step, one mini-batch / all of D_i,
-        coefficient w_ik n_i / n on the mean (eq. 4's (1/n) Σ_i w_ik Σ_{s∈D_i}; unbiased
+        Model k trains on one stream per user i that used it (sorted), coefficient
+        c_ik: ``epoch``: the owner's local steps, batches of size B, c_ik = w_ik on the
+        batch mean; ``step`` / ``full``: one step, one mini-batch / all of D_i in stored
+        order, c_ik = w_ik n_i / n on the mean (eq. 4's (1/n) Σ_i w_ik Σ_{s∈D_i}; unbiased
         for ``step``). The owner's batches are Local's stream (purpose ``local``),
-        another user's its own (purpose ``federico_mstep_<k>``).
+        another user's its own (seeded by i, purpose ``federico_mstep_<k>``).
         """
         e = self.engine
+        k_all = e.num_clients
         mode = self.hp.mstep
-        steps = e.steps_per_round(k) if mode == "epoch" else 1
-        n_all = float(sum(e.n_train(i) for i in range(e.num_clients)))
-        batches, coef = {}, {}
-        for i in users:
-            if mode == "full":
-                batches[i] = [e.data.train[i]]
-            else:
-                purpose = "local" if i == k else f"federico_mstep_{k}"
-                batches[i] = e.minibatches(i, rnd, purpose, steps)
-            scale = 1.0 if mode == "epoch" else e.n_train(i) / n_all
-            coef[i] = float(w[i, k]) * scale
-        return steps, batches, coef
+        n_all = float(sum(e.n_train(i) for i in range(k_all)))
+        streams: list[tuple[Stream, ...]] = []
+        coef = torch.zeros(k_all, k_all, dtype=torch.float64)
+        for k in range(k_all):
+            users = [i for i in range(k_all) if k in used[i]]
+            streams.append(tuple(Stream("local" if i == k else f"federico_mstep_{k}",
+                                        client=i, whole=mode == "full") for i in users))
+            for u, i in enumerate(users):
+                scale = 1.0 if mode == "epoch" else e.n_train(i) / n_all
+                coef[k, u] = float(w[i, k]) * scale
+        return (None if mode == "epoch" else 1), PeerWeighted(tuple(streams), coef)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """ε-greedy sampling, E-step on the refreshed losses, weighted M-step."""
@@ -258,31 +260,11 @@ class FedeRiCo(Algorithm):
         nbrs = self.neighbours(state["weights"], rnd)
         used = [sorted([i, *nbrs[i]]) for i in range(k_all)]
         self.track(state, self._losses(state, used), rnd)
-        w = state["weights"].to(torch.float32)
-        losses = np.full(k_all, np.nan)
-
-        def client(k: int) -> None:
-            users = [i for i in range(k_all) if k in used[i]]
-            steps, batches, coef = self.mstep_plan(k, users, rnd, w)
-            # working copies, updated in place as Local's training does
-            params = {n: v.detach().clone() for n, v in take(state["params"], k).items()}
-            opt = {n: v.clone() for n, v in take(state["opt"], k).items()}
-            total = 0.0
-            for s in range(steps):
-                grads: dict[str, torch.Tensor] = {}
-                loss = 0.0
-                for i in users:  # g_ki = c_ik ∇ mean ℓ(φ_k; batch of D_i), sent by i
-                    li, gi = e.loss_and_grad(params, batches[i][s])
-                    for n, g in gi.items():
-                        grads[n] = coef[i] * g if n not in grads else grads[n] + coef[i] * g
-                    loss += coef[i] * li
-                e.optimizer.step_(params, grads, opt)
-                total += loss
-            put(state["params"], k, params)
-            put(state["opt"], k, opt)
-            losses[k] = total / steps
-
-        e.threads.run_clients(client, range(k_all))
+        steps, objective = self.mstep_objective(used, rnd, state["weights"].to(torch.float32))
+        # the call's own batches go unused: each model's data, its owner's too, are streams
+        state["params"], state["opt"], losses = e.train(
+            state["params"], state["opt"], list(range(k_all)), rnd, steps=steps,
+            objective=objective)
         self.count_traffic(nbrs)
         return state, losses
 
