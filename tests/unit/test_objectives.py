@@ -1,4 +1,5 @@
-"""pflrepro.objectives: weights, APFL's pair, MAML, distillation, gated experts on both paths.
+"""pflrepro.objectives: weights, peers' batches, APFL's pair, MAML, distillation, gated
+experts on both paths.
 
 Each objective's vectorised pass (``local_training.VMAP``) must equal its per-client
 loop within float32 rounding, with clients of different step counts and batch sizes
@@ -24,7 +25,9 @@ from pflrepro.objectives import (
     Distill,
     GatedExperts,
     MixedPair,
+    PeerWeighted,
     SampleWeighted,
+    Stream,
     gate_logits,
     join_experts,
     join_pair,
@@ -137,6 +140,111 @@ def test_shared_weights_equal_stacked_weights() -> None:
                        objective=SampleWeighted(stack({"w": w}, e.num_clients)["w"],
                                                 per_client=True), path=LT.VMAP)
     assert_same(shared, stacked)
+
+
+# ------------------------------------------------------------ PeerWeighted
+#: Per trained client (5), the users whose streams train its model: 0..4 streams, so
+#: the vectorised pass pads both the streams and (users' sizes 7, 3, 12, 5, 1) batches.
+PEER_USERS = ((0, 1, 2), (1,), (4, 0, 2, 3), (3, 4), ())
+
+
+def peer_objective(whole: bool = False, seed: int = 0) -> PeerWeighted:
+    """Client c's model on the streams of PEER_USERS[c] (purpose ``peer_<c>``), c ∈ (0, 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    width = max(len(u) for u in PEER_USERS)
+    coef = torch.rand(len(PEER_USERS), width, generator=gen, dtype=torch.float64)
+    for c, users in enumerate(PEER_USERS):
+        coef[c, len(users):] = 0.0
+    streams = tuple(tuple(Stream(f"peer_{c}", client=i, whole=whole) for i in users)
+                    for c, users in enumerate(PEER_USERS))
+    return PeerWeighted(streams, coef)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("whole", [False, True])
+def test_peer_weighted_vmap_equals_loop(model: str, opt: str, whole: bool) -> None:
+    e = engine_for(model, opt)
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    objective = peer_objective(whole)
+    looped = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                      path=LT.LOOP)
+    vectorised = LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                          path=LT.VMAP)
+    assert_same(vectorised, looped)
+    assert_same(LT.train(e, start["params"], start["opt"], clients, 1, objective=objective,
+                         path=LT.VMAP, chunk=2), looped)
+    # client 4 has no stream: zero gradients, its model stays (SGD, momentum, Adam from 0)
+    assert_params_close(take(looped[0], 4), take(start["params"], 4), atol=0, rtol=0)
+    assert looped[2][4] == 0.0
+    # other coefficients move the models of several streams elsewhere (one stream's
+    # coefficient is a scale, which Adam does not see)
+    other = peer_objective(whole, seed=1)
+    moved = LT.train(e, start["params"], start["opt"], clients, 1, objective=other,
+                     path=LT.LOOP)
+    for c in (0, 2, 3):
+        a, b = take(moved[0], c), take(looped[0], c)
+        assert any(not torch.allclose(a[n], b[n]) for n in a)
+
+
+def test_peer_weighted_one_sgd_step_by_hand() -> None:
+    # φ1 = φ − lr (0.25 ∇ mean ℓ(batch of client 1's stream 'a') + 0.75 ∇ mean ℓ(all of
+    # D_2)); reported loss 0.25 ℓ_a + 0.75 ℓ_2; the trained client's own data unused
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    k, lr = 0, OPTIMISERS["sgd"]["lr"]
+    (batch_a,) = e.minibatches(1, 1, "a", 1)
+    rows_2 = e.data.train[2]
+    assert len(batch_a) == 3 and len(rows_2) == 12  # client 1's 3 samples, all of client 2's
+    phi = take(start["params"], k)
+    p = {n: v.clone().requires_grad_(True) for n, v in phi.items()}
+    net = e.net_for(phi)
+    loss_a = torch.nn.functional.cross_entropy(torch.func.functional_call(
+        net, p, (e.data.x[batch_a],)), e.data.y[batch_a])
+    loss_2 = torch.nn.functional.cross_entropy(torch.func.functional_call(
+        net, p, (e.data.x[rows_2],)), e.data.y[rows_2])
+    grads = torch.autograd.grad(0.25 * loss_a + 0.75 * loss_2, list(p.values()))
+    expected = {n: phi[n] - lr * g for n, g in zip(p, grads, strict=True)}
+    objective = PeerWeighted(((Stream("a", client=1), Stream("b", client=2, whole=True)),),
+                             torch.tensor([[0.25, 0.75]], dtype=torch.float64))
+    for path in LT.PATHS:
+        p1, _, loss = LT.train(e, rows_of(start["params"], [k]), rows_of(start["opt"], [k]),
+                               [k], 1, steps=1, objective=objective, path=path)
+        assert_params_close(take(p1, 0), expected, atol=1e-6, rtol=1e-5)
+        assert loss[0] == pytest.approx(float(0.25 * loss_a.detach() + 0.75 * loss_2.detach()),
+                                        rel=1e-5)
+
+
+def test_peer_weighted_shared_equals_stacked_and_checks() -> None:
+    e = engine_for("mlp", "adam")
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    streams = (Stream("x", client=3), Stream("y", client=1))
+    coef = torch.tensor([[0.6, 0.4]], dtype=torch.float64)
+    shared = PeerWeighted((streams,), coef, per_client=False)
+    assert shared.streams == streams and shared.client_streams(4) == streams
+    stacked = PeerWeighted((streams,) * len(clients), coef.expand(len(clients), -1))
+    for path in LT.PATHS:
+        assert_same(LT.train(e, start["params"], start["opt"], clients, 1, objective=shared,
+                             path=path),
+                    LT.train(e, start["params"], start["opt"], clients, 1, objective=stacked,
+                             path=path))
+    with pytest.raises(TypeError, match="client_streams"):
+        _ = stacked.streams
+    with pytest.raises(ValueError, match="coef must be"):
+        PeerWeighted((streams,), torch.zeros(2))
+    with pytest.raises(ValueError, match="1 columns for 2 streams"):
+        PeerWeighted((streams,), torch.zeros(1, 1))
+    with pytest.raises(ValueError, match="one row"):
+        PeerWeighted((streams, streams), torch.zeros(2, 2), per_client=False)
+
+
+def test_stream_checks() -> None:
+    with pytest.raises(ValueError, match="public stream has no client"):
+        Stream("p", public=True, client=1)
+    with pytest.raises(ValueError, match="no batch size"):
+        Stream("w", whole=True, batch_size=3)
 
 
 # ------------------------------------------------------------ MixedPair
