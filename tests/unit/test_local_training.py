@@ -19,7 +19,8 @@ from _fl_helpers import assert_params_close, clone, make_data, make_engine
 
 from pflrepro import local_training as LT
 from pflrepro.engine import Engine
-from pflrepro.local_training import padded_minibatches
+from pflrepro.local_training import padded_minibatches, stream_batches
+from pflrepro.objectives import Stream
 from pflrepro.params import put, stack, take
 from pflrepro.terms import Offset, Proximal
 
@@ -267,6 +268,24 @@ def test_padded_minibatches_layout() -> None:
     assert float(mask[0, :2, 3].sum()) == 0.0
 
 
+def test_stream_batches_own_other_client_and_whole() -> None:
+    """A stream naming a client is that client's own draw; whole: its rows in stored order."""
+    e = engine_for("mlp", "sgd")
+    pool = e.data.train[2][:5]
+    same = [torch.equal(a, b) for a, b in zip(
+        stream_batches(e, 0, 1, Stream("p", client=2), 3, pool),
+        e.minibatches(2, 1, "p", 3), strict=True)]
+    assert same == [True] * 3  # client 2's 12 rows (not the pool), seeded by client 2
+    assert [len(b) for b in stream_batches(e, 0, 1, Stream("p", client=1), 2)] == [3, 3]
+    own = stream_batches(e, 2, 1, Stream("p"), 3, pool)  # the trained client's pool
+    assert all(torch.equal(a, b) for a, b in zip(own, e.minibatches(2, 1, "p", 3, pool),
+                                                  strict=True))
+    whole = stream_batches(e, 0, 1, Stream("w", client=3, whole=True), 2)
+    assert len(whole) == 2 and all(torch.equal(b, e.data.train[3]) for b in whole)
+    assert [b.tolist() for b in stream_batches(e, 2, 1, Stream("w", whole=True), 1, pool)] \
+        == [pool.tolist()]
+
+
 def test_argument_checks() -> None:
     e = engine_for("mlp", "sgd")
     start = e.client_init()
@@ -283,7 +302,11 @@ MULTI_CLIENT = [("fedavg", {}, "adam", "global"), ("fedprox", {"mu": 0.5}, "adam
            ("clustered_fl", {"eps1": 10.0, "eps2": 0.0, "warmup_rounds": 0}, "adam",
             "models"), ("apfl", {"alpha_lr": 0.5}, "adam", "personal"),
            ("fedem", {"components": 2}, "adam", "components"),
-           ("per_fedavg", {"alpha": 0.2}, "adam", "global")]
+           ("per_fedavg", {"alpha": 0.2}, "adam", "global"),
+           ("federico", {"neighbors": 2}, "adam", "params"),
+           ("federico", {"neighbors": 2, "mstep": "step"}, "sgd", "params"),
+           ("federico", {"neighbors": 1, "mstep": "full", "table_start": "uniform"}, "adam",
+            "params")]
 
 
 @pytest.mark.parametrize("name,params,opt,key", MULTI_CLIENT)
