@@ -59,25 +59,19 @@ identical models would make the first weights uniform and the first greedy choic
 arbitrary); the M-step's gradient terms of the users are summed in the order of the
 clients.
 
-Training path (issue 28): the M-step does not yet go through
-:meth:`pflrepro.engine.Engine.train`; it is this file's own loop on the client
-threads, so on CUDA the K models train one after another. Why it does not fit the
-shared path as it stands: a step of model k sums c_ik-weighted gradients of *several
-clients'* batches, each drawn from user i's own seeded stream (seeded by i, not by
-k), over a set of users that differs from model to model, and with ``mstep: full``
-each user's batch is its whole training set in stored order. The shared path's
-objectives (:mod:`pflrepro.objectives`) draw their further streams from the trained
-client's own data only: a :class:`~pflrepro.objectives.Stream` is one purpose, seeded
-by the trained client, the same for every client of a call, whereas here the stream
-of a (model k, user i) pair is seeded by i, draws from D_i, and its purpose depends
-on the pair (the owner's ``local``, another user's ``federico_mstep_<k>``). Fitting it
-needs streams of other clients (per trained client a user dimension padded to the
-largest user count, coefficient 0, on the vmapped path: an objective-side batch hook
-that both paths of :mod:`pflrepro.local_training` would call) and a whole-set stream
-(a permuted full batch would sum its mean in another order and change the CPU runs'
-bits); the accumulation order over sorted users must stay as here. FedMix's
-:class:`~pflrepro.objectives.GatedExperts` does not need this: all of its models
-train on the one client's own batches.
+Training path (issue 28): the M-step trains every model k in one
+:meth:`pflrepro.engine.Engine.train` call with the objective
+:class:`~pflrepro.objectives.PeerWeighted`: per model, one stream per user i that used
+it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.objectives.Stream` with
+``client=i``: the owner's with purpose ``local``, another user's with
+``federico_mstep_<k>``; with ``mstep: full`` a ``whole`` stream, D_i in stored order),
+coefficient c_ik; the call's own batches go unused. On the per-client loop (the CPU)
+each step adds the users' terms in the order of the clients, as this file's former own
+loop did, so the CPU runs are byte-identical to it (digits, 8 clients in 4 label
+groups, 6 rounds: the defaults, every ``mstep``, ``table_start: uniform``, the
+accumulative tracking, ε 0 and 1, M = 0, two threads, seed 1, SGD with momentum,
+``local_steps``; Parquet equal but ``git_revision``); on CUDA the models train in one
+vectorised pass, a client with fewer users padded with empty streams (coefficient 0).
 """
 
 from __future__ import annotations
