@@ -24,6 +24,16 @@ pytestmark = [
 ]
 
 
+def seed_pairs(*experiments: str) -> int:
+    """The runs per (method, partition) of these experiments (one count for all)."""
+    from pflrepro.config import parse
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = parse({**raw, "scale": "cpu"})
+    (count,) = {len(cfg.experiments[name].seed_pairs()) for name in experiments}
+    return count
+
+
 @pytest.fixture(scope="module")
 def cpu_scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -41,7 +51,7 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     assert set(table["experiment"]) == {"federico_table1_cpu_fashion",
                                         "federico_table1_cpu_digits"}
     assert len(table) == len(methods) * 4  # 2 data sets x 2 partitions
-    assert (table["n"] == 2).all()
+    assert (table["n"] == seed_pairs(*table["experiment"].unique())).all()
     assert table["mean"].between(0, 100).all()
     md = (cpu_scale / "results/tables/federico_table1_cpu.md").read_text()
     assert "Fashion-MNIST" in md and "4 distributions" in md
@@ -86,7 +96,9 @@ def test_fedamp_tables_at_cpu_scale(cpu_scale: Path, split: str) -> None:
     assert set(table["metric_name"]) == {"mean_bmta", "mean_final"}
     wide = table.pivot(index="method", columns="metric_name", values="mean")
     assert (wide["mean_bmta"] >= wide["mean_final"] - 1e-9).all()  # best >= final
-    assert (table["n"] == 2).all()
+    experiment = {"iid": "fedamp_iid_fashion_cpu", "pathological": "fedamp_patho_fashion_cpu",
+                  "practical": "fedamp_practical_fashion_cpu"}[split]
+    assert (table["n"] == seed_pairs(experiment)).all()
     md = (cpu_scale / f"results/tables/fedamp_table_{split}_cpu.md").read_text()
     assert "BMTA" in md
 
@@ -107,10 +119,11 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
     assert set(table["verdict"]) <= set(VERDICTS)
     assert list(table.columns[-4:]) == ["n", "ci_low", "ci_high", "level"]
     # every claim on an experiment that ran completely has data behind it: not missing
-    # or incomplete (CPU-scale margins from 2 runs are often inconclusive)
+    # or incomplete, and n is the experiment's seed pairs
     ran = table[table["experiment"] == "federico_table1_cpu_fashion"]
     assert (~ran["verdict"].isin(["missing", "incomplete"])).all(), ran[["id", "numbers"]]
-    assert (ran.loc[ran["verdict"] != "undecidable", "n"].astype(int) == 2).all()
+    assert (ran.loc[ran["verdict"] != "undecidable", "n"].astype(int)
+            == seed_pairs("federico_table1_cpu_fashion")).all()
     decided = table[table["verdict"].isin(["holds", "fails", "inconclusive"])]
     assert (decided["margin"] != "").all() and (decided["ci_low"] != "").all()
     margin = decided["margin"].astype(float)
