@@ -20,6 +20,12 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/cost.smk"
 
 
+# Local runs: no job-rate limiter (its timers cost a third of a core on the CPU scale;
+# see pflrepro.workflow.drop_local_rate_limiter). Cluster executors keep theirs.
+onstart:
+    W.drop_local_rate_limiter(workflow)
+
+
 # With --keep-going, the tables of experiments that lost some runs: results/partial/.
 onerror:
     for report in W.write_partial_reports(CFG):

@@ -300,6 +300,29 @@ def chosen_experiments(cfg: WorkflowConfig) -> list[str]:
     return [n for n, e in cfg.experiments.items() if e.scale == cfg.scale]
 
 
+def drop_local_rate_limiter(workflow: Any) -> bool:
+    """Switch off Snakemake's job-rate limiter for a run on the local executor.
+
+    Called from the Snakefile's ``onstart`` (after Snakemake made its scheduler, before
+    the first job). The limiter (``--max-jobs-per-timespan``, CLI default 100/1s; the
+    Python API's default is none) arms a one-second timer after every pass of the
+    scheduler loop, and every finished job starts one more such chain
+    (snakemake/snakemake PR #3744): the loop runs about once a second per job finished
+    so far, and each pass looks at every waiting job. On the CPU scale (about 700 jobs,
+    2 cores) that was a third of a core for the whole build (15.7 of 66 CPU-min).
+    Locally at most ``--cores`` jobs run at once, so there is nothing to limit; a cluster
+    executor (SLURM) keeps its limiter. Returns whether it was switched off (False where
+    this Snakemake names things otherwise: then nothing changes).
+    """
+    plugin = getattr(workflow, "executor_plugin", None)
+    scheduler = getattr(workflow, "scheduler", None)
+    if (getattr(plugin, "name", None) != "local"
+            or getattr(scheduler, "job_rate_limiter", None) is None):
+        return False
+    scheduler.job_rate_limiter = None
+    return True
+
+
 def write_partial_reports(cfg: WorkflowConfig) -> list[str]:
     """After a failed workflow: partial tables of the experiments missing some runs.
 

@@ -240,3 +240,45 @@ def test_tuning_runs_per_job_chunk_a_methods_trials_per_partition() -> None:
     assert [t for b in batches for t in b.trials] == \
         list(batch.trials)
     assert len({b.rule for b in batches}) == 4
+
+
+# ------------------------------------------------------------- Snakemake's rate limiter
+def _workflow(executor: str) -> SimpleNamespace:
+    limiter = object()
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor),
+                           scheduler=SimpleNamespace(job_rate_limiter=limiter))
+
+
+def test_rate_limiter_is_dropped_for_the_local_executor_only() -> None:
+    local, slurm = _workflow("local"), _workflow("slurm")
+    kept = slurm.scheduler.job_rate_limiter
+    assert W.drop_local_rate_limiter(local) is True
+    assert local.scheduler.job_rate_limiter is None
+    assert W.drop_local_rate_limiter(slurm) is False
+    assert slurm.scheduler.job_rate_limiter is kept
+    assert W.drop_local_rate_limiter(local) is False  # nothing left to drop
+    assert W.drop_local_rate_limiter(SimpleNamespace()) is False  # other names: no change
+
+
+def test_rate_limiter_is_dropped_in_a_real_local_snakemake_run(tmp_path: Path) -> None:
+    # the installed Snakemake still names its executor, scheduler and limiter so
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "Snakefile").write_text(
+        "import pflrepro.workflow as W\n"
+        "onstart:\n"
+        "    print('limiter dropped:', W.drop_local_rate_limiter(workflow),\n"
+        "          workflow.scheduler.job_rate_limiter)\n"
+        "rule all:\n"
+        "    output: 'done'\n"
+        "    shell: 'touch {output}'\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--snakefile",
+                           str(tmp_path / "Snakefile"), "--directory", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "limiter dropped: True None" in out, out
+    assert (tmp_path / "done").exists()
