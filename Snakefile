@@ -20,8 +20,8 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/cost.smk"
 
 
-# Local runs: no job-rate limiter (its timers cost a third of a core on the CPU scale;
-# see pflrepro.workflow.drop_local_rate_limiter). Cluster executors keep theirs.
+# Local runs: no job-rate limiter (its timers wake the scheduler once a second per job
+# finished so far; pflrepro.workflow.drop_local_rate_limiter). Cluster executors keep it.
 onstart:
     W.drop_local_rate_limiter(workflow)
 
