@@ -5,7 +5,7 @@ workflow runs (minutes on 2 cores). A test marked with a tier marker below runs 
 when the ``-m`` expression names that marker, and then the expression alone decides:
 ``pytest -m "cpu_scale or slurm or bench"`` runs exactly those three tiers, ``pytest -m slurm``
 the SLURM tier, ``pytest -m workflow`` the tiny workflow tests without the CPU scale.
-``.ci/run`` runs the default tier, then ``pytest -m "cpu_scale or slurm"`` (``bench``,
+``.ci/run`` runs the default tier, then ``pytest -n0 -m "cpu_scale or slurm"`` (``bench``,
 speed ratios only, is opt-in).
 
 Imports. ``pyproject.toml`` sets ``--import-mode=importlib``: pytest imports each test
