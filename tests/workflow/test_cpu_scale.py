@@ -39,7 +39,7 @@ def cpu_scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["scale"] = "cpu"
     work = new_workdir(tmp_path_factory.mktemp("cpu") / "run", config)
-    snakemake(work, timeout=4200)  # ~90 CPU-min of jobs on 2 cores
+    snakemake(work, timeout=4200)  # ~45 CPU-min of jobs: 23 min on 2 idle cores
     return work
 
 
