@@ -548,16 +548,14 @@ def train_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TrainBatc
     its rule. Experiments at one run per job are left to the ``train`` rule
     (:func:`single_run_experiments`).
     """
-    chunks: dict[tuple[tuple[int, int], ...], list[str]] = {}
+    found: dict[tuple[tuple[int, int], ...], list[str]] = {}
     for name, exp in cfg.experiments.items():
         size = runs_per_job(raw, exp.scale)
         if size == 1:
             continue
-        pairs = tuple(exp.seed_pairs())
-        size = size or len(pairs)
-        for i in range(0, len(pairs), size):
-            chunks.setdefault(pairs[i:i + size], []).append(name)
-    return [TrainBatch(pairs, tuple(names)) for pairs, names in chunks.items()]
+        for chunk in chunks(exp.seed_pairs(), size):
+            found.setdefault(chunk, []).append(name)
+    return [TrainBatch(pairs, tuple(names)) for pairs, names in found.items()]
 
 
 def single_run_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[str]:
@@ -566,12 +564,24 @@ def single_run_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[
             if runs_per_job(raw, exp.scale) == 1]
 
 
-def member_wildcards(wildcards: Any, split: int, seed: int) -> Any:
-    """A batch job's wildcards with one member's ``split`` and ``seed`` (as the train rule's)."""
+def member_wildcards(wildcards: Any, split: int, seed: int, point: str | None = None) -> Any:
+    """A batch job's wildcards with one member's ``split`` and ``seed`` (as the train rule's).
+
+    ``point``: the member's grid point, for a tuning job (as the tune_train rule's).
+    """
     from types import SimpleNamespace
 
-    return SimpleNamespace(experiment=wildcards.experiment, partition=wildcards.partition,
-                           method=wildcards.method, split=str(split), seed=str(seed))
+    member = SimpleNamespace(experiment=wildcards.experiment, partition=wildcards.partition,
+                             method=wildcards.method, split=str(split), seed=str(seed))
+    if point is not None:
+        member.point = point
+    return member
+
+
+def chunks(items: Sequence[Any], size: int | None) -> list[tuple[Any, ...]]:
+    """``items`` cut in order into runs of ``size`` (the last may be shorter; None: one)."""
+    step = size or len(items)
+    return [tuple(items[i:i + step]) for i in range(0, len(items), step)]
 
 
 def batch_member_paths(wildcards: Any, pairs: Sequence[tuple[int, int]],
@@ -806,7 +816,7 @@ def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]
     """
     from pflrepro.tuning import point_id
 
-    chunks: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[str]] = {}
+    found: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[str]] = {}
     for name, exp in cfg.experiments.items():
         size = runs_per_job(raw, exp.scale)
         if size == 1:
@@ -815,25 +825,15 @@ def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]
             first = exp.partitions[0].id  # every partition has the same trials
             trials = tuple((point_id(t["point"]), int(t["split"]), int(t["seed"]))
                            for t in tune_trials(cfg, name, method) if t["partition"] == first)
-            step = size or len(trials)
-            for i in range(0, len(trials), step):
-                chunks.setdefault((method, trials[i:i + step]), []).append(name)
+            for chunk in chunks(trials, size):
+                found.setdefault((method, chunk), []).append(name)
     return [TuneBatch(method, trials, tuple(names))
-            for (method, trials), names in chunks.items()]
+            for (method, trials), names in found.items()]
 
 
 def single_run_tune_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[str]:
     """Experiments whose tuning runs get a job each (the ``tune_train`` rule's)."""
     return [name for name in single_run_experiments(cfg, raw) if tuned_methods(cfg, name)]
-
-
-def tune_member_wildcards(wildcards: Any, point: str, split: int, seed: int) -> Any:
-    """A tuning batch job's wildcards with one member's ``point``, ``split`` and ``seed``."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(experiment=wildcards.experiment, partition=wildcards.partition,
-                           method=wildcards.method, point=point, split=str(split),
-                           seed=str(seed))
 
 
 def tune_member_paths(wildcards: Any, trials: Sequence[tuple[str, int, int]],

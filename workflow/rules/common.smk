@@ -322,7 +322,7 @@ def tune_batch_function(trials, what):
     """A params/input function of a tuning batch job: `what` of each member, in order."""
 
     def member_values(wildcards):
-        members = [W.tune_member_wildcards(wildcards, *t) for t in trials]
+        members = [W.member_wildcards(wildcards, s, t, point=p) for p, s, t in trials]
         if what == "spec":
             return [tune_run_spec(m) for m in members]
         if what == "partition":
