@@ -205,8 +205,9 @@ def code_digest(algorithm: str, src: Path = _SRC) -> str:
 
 
 #: What a partition job (``pflrepro partition``) runs besides its scheme's module: the
-#: partition base and the data store it reads labels and extra arrays from.
-PARTITION_ENTRIES = ("pflrepro.data.partition", "pflrepro.data.store")
+#: job itself (:func:`pflrepro.data.jobs.make_partition`, with the statistics it logs),
+#: the partition base and the data store it reads labels and extra arrays from.
+PARTITION_ENTRIES = ("pflrepro.data.jobs", "pflrepro.data.partition", "pflrepro.data.store")
 
 
 @functools.cache

@@ -263,8 +263,8 @@ def test_editing_a_module_makes_exactly_the_runs_that_execute_it_stale(
 def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
         tmp_path: Path) -> None:
     files = _rel(partition_files("dirichlet"))
-    assert {"data/partition.py", "data/schemes/dirichlet.py", "seeding.py",
-            "data/store.py"} <= files
+    assert {"data/jobs.py", "data/partition.py", "data/schemes/dirichlet.py",
+            "seeding.py", "data/store.py"} <= files
     assert not {"data/schemes/rotation.py", "data/schemes/iid.py", "engine.py",
                 "train_job.py"} & files
     assert partition_code_digest("dirichlet") != partition_code_digest("rotation")
@@ -293,5 +293,7 @@ def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
     # scheme's file only, missed it), the scheme itself, and code no split runs
     assert changed_after_editing("seeding.py") == set(schemes)
     assert changed_after_editing("data/schemes/rotation.py") == {"rotation"}
+    # the job that calls the split and writes its file (pflrepro partition)
+    assert changed_after_editing("data/jobs.py") == set(schemes)
     assert changed_after_editing("engine.py") == set()
 

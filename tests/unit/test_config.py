@@ -192,3 +192,29 @@ def test_paper_scale_experiments_tune_the_unstated_values_that_move_results() ->
             assert all(cfg.methods[method].sources[k].startswith("unstated:") for k in keys)
             seen.add(cfg.methods[method].algorithm)
     assert seen == set(UNSTATED)
+
+
+def test_fedamp_before_after_config_adds_the_hand_set_rows() -> None:
+    """config/fedamp_before_after.yaml merged over config.yaml, as Snakemake merges it."""
+    from pflrepro.config import check_config_paths
+
+    files = [REPO / "config.yaml", REPO / "config/fedamp_before_after.yaml"]
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    cfg = check_config_paths(files, schema)
+    # the values config.yaml held by hand before the tune blocks (lam/alpha = 1)
+    assert dict(cfg.methods["fedamp_hand"].params) == {
+        "init": "shared", "distance": "mean", "sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}
+    assert dict(cfg.methods["heurfedamp_hand"].params) == {
+        "init": "shared", "sigma": 50.0, "self_attention": 0.5, "lam": 1.0, "alpha": 1.0}
+    assert cfg.methods["fedprox_hand"].params["mu"] == 0.01
+    hand = {"fedamp_hand", "heurfedamp_hand", "fedprox_hand", "fedprox_ft_hand"}
+    for name in ("fedamp_iid_fashion", "fedamp_practical_fashion"):
+        exp = cfg.experiments[name]
+        assert hand <= set(exp.methods) and {"fedamp", "heurfedamp"} <= set(exp.methods)
+        assert exp.train_seeds == (0,) and exp.training.device == "cpu"
+        assert exp.resources["gpu"] == 0
+        # the paper-scale settings themselves are config.yaml's
+        assert (exp.training.rounds, exp.training.lr, exp.tune.rounds) == (200, 0.1, 50)
+        assert not hand & set(exp.tune.methods)  # hand rows fix their values: untuned
+    cpu = cfg.experiments["fedamp_practical_fashion_cpu"]
+    assert hand | {"ditto_hand"} <= set(cpu.methods) and cpu.train_seeds == (0, 1, 2)
