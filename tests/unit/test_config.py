@@ -201,13 +201,20 @@ def test_fedamp_before_after_config_adds_the_hand_set_rows() -> None:
     files = [REPO / "config.yaml", REPO / "config/fedamp_before_after.yaml"]
     schema = REPO / "workflow/schemas/config.schema.yaml"
     cfg = check_config_paths(files, schema)
+    own = check_config_paths(files[:1], schema)
+    hand = {"fedamp_hand", "heurfedamp_hand", "fedprox_hand", "fedprox_ft_hand"}
+    # each experiment keeps config.yaml's rows, in order, and adds the hand-set ones
+    for name in ("fedamp_iid_fashion", "fedamp_practical_fashion", "fedamp_iid_fashion_cpu",
+                 "fedamp_patho_fashion_cpu", "fedamp_practical_fashion_cpu"):
+        methods = cfg.experiments[name].methods
+        assert tuple(m for m in methods if m not in hand | {"ditto_hand"}) == \
+            own.experiments[name].methods
     # the values config.yaml held by hand before the tune blocks (lam/alpha = 1)
     assert dict(cfg.methods["fedamp_hand"].params) == {
         "init": "shared", "distance": "mean", "sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}
     assert dict(cfg.methods["heurfedamp_hand"].params) == {
         "init": "shared", "sigma": 50.0, "self_attention": 0.5, "lam": 1.0, "alpha": 1.0}
     assert cfg.methods["fedprox_hand"].params["mu"] == 0.01
-    hand = {"fedamp_hand", "heurfedamp_hand", "fedprox_hand", "fedprox_ft_hand"}
     for name in ("fedamp_iid_fashion", "fedamp_practical_fashion"):
         exp = cfg.experiments[name]
         assert hand <= set(exp.methods) and {"fedamp", "heurfedamp"} <= set(exp.methods)
