@@ -72,8 +72,9 @@ class Proximal(GradTerm):
         object.__setattr__(self, "anchor", _detached(self.anchor))
 
     def add(self, params: Params, grads: Params) -> Params:
-        """``g + coef · (p − anchor)`` per parameter."""
-        return {k: g + self.coef * (params[k] - self.anchor[k]) for k, g in grads.items()}
+        """``g + coef · (p − anchor)`` per parameter (one new tensor each, same bits)."""
+        return {k: (params[k] - self.anchor[k]).mul_(self.coef).add_(g)
+                for k, g in grads.items()}
 
     def row(self, i: int) -> Proximal:
         """Client ``i``'s anchor (a view) or the shared one."""

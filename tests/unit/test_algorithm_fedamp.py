@@ -52,6 +52,19 @@ def _manual_cloud(params, xi):
 # ---------------------------------------------------------------------- attention
 
 
+def test_squared_distances_are_each_rows_differences_bit_for_bit():
+    # each pair computed once and mirrored: the same sums as every row's K differences
+    flat = torch.randn(6, 3001, generator=torch.Generator().manual_seed(3),
+                       dtype=torch.float64)
+    before = flat.clone()
+    d = squared_distances(flat)
+    rows = torch.stack([((flat - flat[i]) ** 2).sum(dim=1) for i in range(6)])
+    assert torch.equal(d, rows)
+    assert torch.equal(d, d.T) and torch.equal(torch.diagonal(d), torch.zeros(6, dtype=d.dtype))
+    assert torch.equal(flat, before)  # squared in a copy, the models untouched
+    assert squared_distances(flat[:1]).tolist() == [[0.0]]
+
+
 def test_attention_by_hand():
     # w0 = (0, 0), w1 = (1, 0), w2 = (0, 2): d² = 1 (0-1), 4 (0-2), 5 (1-2); σ = 2, α = 1
     flat = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)

@@ -7,6 +7,7 @@ from pflrepro.terms import Offset, Proximal, add_terms
 P = {"w": torch.tensor([[1.0, 2.0]]), "b": torch.tensor([0.5])}
 A = {"w": torch.tensor([[0.0, 4.0]]), "b": torch.tensor([0.5])}
 G = {"w": torch.tensor([[0.1, 0.1]]), "b": torch.tensor([1.0])}
+P0, A0 = ({k: v.clone() for k, v in d.items()} for d in (P, A))
 
 
 def test_proximal_by_hand():
@@ -15,6 +16,14 @@ def test_proximal_by_hand():
     torch.testing.assert_close(out["w"], torch.tensor([[0.6, -0.9]]))
     torch.testing.assert_close(out["b"], torch.tensor([1.0]))
     assert torch.equal(G["w"], torch.tensor([[0.1, 0.1]]))  # inputs untouched
+    assert all(torch.equal(d[k], c[k]) for d, c in ((P, P0), (A, A0)) for k in d)
+
+
+def test_proximal_is_the_plain_sum_bit_for_bit():
+    gen = torch.Generator().manual_seed(5)
+    p, a, g = ({"w": torch.randn(7, 300, generator=gen)} for _ in range(3))
+    out = Proximal(a, 0.37).add(p, g)
+    assert torch.equal(out["w"], g["w"] + 0.37 * (p["w"] - a["w"]))
 
 
 def test_offset_and_order():
