@@ -1,4 +1,8 @@
-"""Accuracy checks: ``compare``, ``above_all``, ``within``, ``trend``, ``across_experiments``."""
+"""Accuracy checks, and the two checks that pair the runs of two experiments.
+
+``compare``, ``above_all``, ``within``, ``trend``, ``across_experiments``; and
+``communication_across`` (traffic, paired across experiments as accuracy is).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pflrepro.reporting.claims.checks.logic import (
     Term,
     columns,
     mean_of,
+    num,
     pct,
     runs_term,
 )
@@ -54,14 +59,31 @@ def accuracy_check(check: Check, data: Data, experiments: Sequence[str]) -> Outc
             return check.tolerance - np.abs(m[..., 0] - m[..., 1])
 
     groups = []
-    for first in firsts:
-        for second in seconds:
-            assert first is not None and second is not None
-            groups.append([runs_term(c[0], [(f"{first} {label(c)}", runs(first, c)),
-                                             (f"{second} {label(c)}", runs(second, c))],
-                                      data.seeds(c[0]), margin) for c in cols] + gaps)
+    if check.pool == "mean":  # the methods' mean against the baselines' mean, per column
+        k = len(firsts)
+
+        def pooled(m: np.ndarray) -> np.ndarray:
+            return sign * (m[..., :k].mean(axis=-1) - m[..., k:].mean(axis=-1)) + slack
+
+        groups.append([runs_term(c[0], [(f"{name} {label(c)}", runs(name, c))
+                                        for name in (*firsts, *seconds) if name],
+                                 data.seeds(c[0]), pooled) for c in cols] + gaps)
+    pairs = ([] if check.pool == "mean"
+             else [(f, s) for f in firsts for s in seconds if f and s])
+    for first, second in pairs:
+        groups.append([runs_term(c[0], [(f"{first} {label(c)}", runs(first, c)),
+                                        (f"{second} {label(c)}", runs(second, c))],
+                                 data.seeds(c[0]), margin) for c in cols] + gaps)
     items: list[str] = []
-    if check.type == "above_all" and check.quantifier == "any":
+    if check.pool == "mean":
+        head = f"mean of {'/'.join(firsts)} vs mean of {', '.join(seconds)}"
+        for col in cols:
+            shown = []
+            for names in (firsts, seconds):
+                got = [v for m in names if m and (v := acc(m, col)) is not None]
+                shown.append(pct(sum(got) / len(got)) if len(got) == len(names) else "n/a")
+            items.append(f"{label(col)} {shown[0]} vs {shown[1]}")
+    elif check.type == "above_all" and check.quantifier == "any":
         head = f"{'/'.join(firsts)} vs each of {', '.join(seconds)}, best column"
         for first in firsts:
             for second in seconds:
@@ -137,12 +159,19 @@ def trend_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcome
 
 
 def across_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcome:
-    """``across_experiments``: |method in experiments[0] - reference in experiments[1]|."""
+    """Two experiments whose runs pair by seed pair: the two checks below.
+
+    ``across_experiments``: |method in experiments[0] - reference in experiments[1]|
+    (accuracy) <= tolerance; ``communication_across``: the reference's traffic in
+    experiments[1] over the method's in experiments[0] ``op`` factor.
+    """
     import numpy as np
 
     first, second = experiments
     method, reference = check.method or "", check.reference or check.method or ""
     head = f"{method} ({first}) vs {reference} ({second})"
+    if check.type == "communication_across":
+        head = f"scalars communicated (total per run): {head}"
     for name in experiments:
         if name not in data.design or data.frame(name) is None:
             text = (f"{name} is not in the config" if name not in data.design
@@ -156,14 +185,23 @@ def across_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
         return Outcome(head=head, groups=[[Term(experiment=first, gap="undecidable",
                                                   reason=text)]], items=[text])
     key = f"{first} + {second}"  # one bootstrap draw: the runs pair across experiments
-    tolerance = check.tolerance
+    tolerance, factor = check.tolerance, float(check.factor or 1.0)
+    traffic = check.type == "communication_across"
+    show = num if traffic else pct
 
     def runs(experiment: str, name: str, partition: str) -> Runs:
         design = data.design[experiment]
         if name not in design.methods or partition not in design.partitions:
             return {}
+        if traffic:
+            return data.traffic_runs(experiment, partition, name)
         return data.accuracy_runs(experiment, partition, name, check.metric or "",
                                   check.round_fraction)
+
+    def margin(m: np.ndarray) -> np.ndarray:
+        if traffic:
+            return m[..., 1] / m[..., 0] - factor
+        return tolerance - np.abs(m[..., 0] - m[..., 1])
 
     terms: list[Term] = []
     texts: list[str] = []
@@ -171,10 +209,15 @@ def across_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
         label = data.label(first, part, False)
         cells = [(f"{method} {first} {label}", runs(first, method, part)),
                  (f"{reference} {second} {label}", runs(second, reference, part))]
-        terms.append(runs_term(key, cells, seeds,
-                                lambda m: tolerance - np.abs(m[..., 0] - m[..., 1])))
+        term = runs_term(key, cells, seeds, margin)
+        if traffic and not term.gap and (term.values[:, 0] <= 0).any():  # type: ignore[index]
+            term = Term(experiment=key, gap="undecidable",
+                        reason=f"{label}: {method} communicated nothing in a run, so no "
+                        "ratio is defined")
+        terms.append(term)
         a, b = (mean_of(c[1], seeds) for c in cells)
-        texts.append(f"{label} {pct(a)} vs {pct(b)}"
+        ratio = f" = {b / a:.4g}x" if traffic and a and b is not None else ""
+        texts.append(f"{label} {show(a)} vs {show(b)}{ratio}"
                      + ("" if part in data.design[second].partitions
                         else f" ({part} is not a column of {second})"))
     return Outcome(head=head, groups=[terms], items=texts)

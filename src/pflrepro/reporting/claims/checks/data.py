@@ -101,6 +101,18 @@ class Data:
             self._groups[experiment] = out
         return self._groups[experiment]
 
+    def groups_of(self, experiment: str, method: str, partition: str,
+                  seed: tuple[int, int]) -> dict[int, int]:
+        """Client id -> distribution id of one run ({} when it has none)."""
+        from pflrepro.reporting.accuracy import RUN_KEYS
+
+        at = [RUN_KEYS.index(k) for k in ("method", "partition", "split_seed", "train_seed")]
+        want = (method, partition, *seed)
+        for key, groups in self.run_groups(experiment).items():
+            if (str(key[at[0]]), str(key[at[1]]), int(key[at[2]]), int(key[at[3]])) == want:
+                return groups
+        return {}
+
     def distributions(self, experiment: str, partition: str) -> int:
         """Distinct non-negative group ids of a column's runs (the most over its runs)."""
         from pflrepro.reporting.accuracy import RUN_KEYS
@@ -180,6 +192,32 @@ class Data:
                     out.setdefault(cell, {})[seed] = float(total)
             self._traffic[experiment] = out
         return self._traffic[experiment].get((method, partition), {})
+
+    def final_client_values(self, experiment: str, method: str, metric: str,
+                            ) -> dict[str, dict[tuple[int, int], dict[int, float]]] | str:
+        """Per partition and seed pair, ``method``'s per-client ``metric`` at its last round.
+
+        Per-client rows (``peer < 0``), e.g. Clustered FL's ``cluster`` ids; the values
+        of the last round the run recorded that metric in, client id -> value. A reason
+        (text) when there are none.
+        """
+        from pflrepro.reporting.accuracy import RUN_KEYS
+
+        frame = self.frame(experiment)
+        if frame is None:
+            return f"no results for {experiment}"
+        rows = frame[(frame["method"] == method) & (frame["metric"] == metric)
+                     & (frame["client"] >= 0) & (frame["peer"] < 0)]
+        if rows.empty:
+            return f"no {metric} rows of {method}"
+        at = {k: RUN_KEYS.index(k) for k in ("partition", "split_seed", "train_seed")}
+        out: dict[str, dict[tuple[int, int], dict[int, float]]] = {}
+        for key, run in rows.groupby(list(RUN_KEYS), sort=True, dropna=False):
+            last = run[run["round"] == run["round"].max()]
+            seed = (int(key[at["split_seed"]]), int(key[at["train_seed"]]))
+            out.setdefault(str(key[at["partition"]]), {})[seed] = {
+                int(c): float(v) for c, v in zip(last["client"], last["value"], strict=True)}
+        return out
 
     def weight_runs(self, experiment: str, method: str, metric: str | None = None,
                     ) -> dict[str, dict[tuple[int, int], WeightRun]] | str:

@@ -12,28 +12,35 @@ from pflrepro.reporting.claims.checks.accuracy import (
     trend_check,
 )
 from pflrepro.reporting.claims.checks.data import Data
-from pflrepro.reporting.claims.checks.gates import gate_check
-from pflrepro.reporting.claims.checks.logic import LEVEL, TIES, Outcome, Verdict, decide
-from pflrepro.reporting.claims.checks.records import communication_check
-from pflrepro.reporting.claims.checks.weights import weight_check
+from pflrepro.reporting.claims.checks.logic import LEVEL, TIES, Outcome, Term, Verdict, decide
+from pflrepro.reporting.claims.checks.records import (
+    clusters_check,
+    communication_check,
+    record_peak_check,
+)
+from pflrepro.reporting.claims.checks.weights import distance_check, weight_check
 from pflrepro.reporting.claims.parse import COLUMNS, Check, Claim, Design, row_groups
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def _evaluate(check: Check, data: Data, experiments: Sequence[str]) -> Outcome:
-    if check.type == "gate_alignment":
-        return gate_check(check, data, experiments)
-    if check.type == "across_experiments":
-        return across_check(check, data, experiments)
-    if check.type == "communication_ratio":
-        return communication_check(check, data, experiments)
-    if check.type in ("compare", "above_all", "within"):
-        return accuracy_check(check, data, experiments)
-    if check.type == "trend":
-        return trend_check(check, data, experiments)
-    return weight_check(check, data, experiments)
+#: The function of each check type that is not a weight check of :func:`weight_check`.
+_CHECKS = {"compare": accuracy_check, "above_all": accuracy_check,
+           "within": accuracy_check, "trend": trend_check,
+           "across_experiments": across_check, "communication_across": across_check,
+           "communication_ratio": communication_check, "record_peak": record_peak_check,
+           "clusters_used": clusters_check, "weight_distance": distance_check}
+
+
+def _evaluate(check: Check, data: Data, experiments: Sequence[str],
+              planned: bool) -> Outcome:
+    if check.type == "unchecked":  # no check: missing when planned, else undecidable
+        reason = f"not checkable: {check.reason}"
+        gap = Term(experiment=experiments[0], gap="missing" if planned else "undecidable",
+                   reason=reason)
+        return Outcome(head="not checked", groups=[[gap]], items=[reason])
+    return _CHECKS.get(check.type, weight_check)(check, data, experiments)
 
 
 def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: str, *,
@@ -69,7 +76,7 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
             base = {"id": claim.id, "paper": claim.paper, "where": claim.where,
                     "claim": claim.claim, "experiment": " + ".join(group),
                     "predicate": check.describe(), "unit": check.unit, "level": LEVEL}
-            outcome = _evaluate(check, data, group)
+            outcome = _evaluate(check, data, group, claim.planned)
             # the resamples of a row depend only on the claim and its experiments
             rng = numpy_generator(0, SETUP_ROUND, NO_CLIENT,
                                   f"claims bootstrap {claim.id} {base['experiment']}")
