@@ -105,6 +105,14 @@ def test_self_weight_reads_only_the_runs_with_a_lone_client() -> None:
     assert frame["ci_low"].iloc[0] == pytest.approx(-0.3)  # both runs 0.6
     assert frame["ci_high"].iloc[0] == pytest.approx(0.1)  # both runs 1.0
     assert "in the 2 of 3 runs" in frame["numbers"].iloc[0]
+    # a second column without lone clients (8 clients in 2 distributions) is left out;
+    # alone it is undecidable (above)
+    two = (0, 0, 0, 0, 1, 1, 1, 1)
+    both = pd.concat([agg, *(run(block(two), groups=two, partition="p4", split_seed=s)
+                             for s in (0, 1, 2))], ignore_index=True)
+    frame = evaluate(both, LONE, k=1)
+    assert one(frame) == ("inconclusive", pytest.approx(0.8 - 0.9))
+    assert "p4: n/a in the 0 of 3 runs" in frame["numbers"].iloc[0]
     # one split missing: missing, as any check
     design = {"exp": Design(("p2",), ("federico",), ((0, 0), (1, 0), (2, 0), (3, 0)))}
     assert one(evaluate(agg, LONE, k=1, design=design))[0] == "incomplete"

@@ -34,7 +34,8 @@ typed predicates (nothing is evaluated as code):
     the mean over the clients alone in their distribution of the share of their
     final-round weight on themselves is at least ``threshold``. Only the runs that
     have such a client count (n is their number; they are resampled on their own);
-    undecidable when no run has one.
+    a column none of whose runs has one is left out, and the row is undecidable when
+    no column has one.
 ``weight_support``
     each client needs few models: the mean over clients of the number of models
     (itself included) with final-round weight at least ``threshold`` is at most the
