@@ -39,7 +39,7 @@ def _evaluate(check: Check, data: Data, experiments: Sequence[str],
         reason = f"not checkable: {check.reason}"
         gap = Term(experiment=experiments[0], gap="missing" if planned else "undecidable",
                    reason=reason)
-        return Outcome(head="not checked", groups=[[gap]], items=[reason])
+        return Outcome(head="not checked", groups=[[gap]], items=[])
     return _CHECKS.get(check.type, weight_check)(check, data, experiments)
 
 
@@ -83,7 +83,9 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
             verdict = decide(outcome.groups, check.quantifier, check.strict,
                              TIES[check.unit], rng)
             numbers = f"{outcome.head}: " + "; ".join(dict.fromkeys(outcome.items))
-            if verdict.verdict != "holds" and verdict.verdict != "fails" and verdict.reason:
+            if check.type == "unchecked":  # the reason is the whole text
+                numbers = verdict.reason
+            elif verdict.verdict not in ("holds", "fails") and verdict.reason:
                 numbers += f" [{verdict.verdict}: {verdict.reason}]"
             if claim.planned and verdict.verdict == "missing":
                 numbers = f"planned experiment; {numbers}"
