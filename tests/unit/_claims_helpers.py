@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pflrepro.algorithms.fedmix import GATE_MASS
 from pflrepro.reporting.claims.checks import evaluate_claims
 from pflrepro.reporting.claims.parse import (
     Design,
@@ -25,9 +24,12 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
              experiment: str = "exp", partition: str = "p2",
              groups: Sequence[int] = (0, 1), n_test: Sequence[int] | None = None,
              weights: Mapping[int, Any] | None = None, split_seed: int = 0,
-             train_seed: int = 0, gates: Mapping[int, Any] | None = None) -> pd.DataFrame:
+             train_seed: int = 0, matrices: Mapping[str, Mapping[int, Any]] | None = None,
+             per_client: Mapping[str, Mapping[int, Sequence[float]]] | None = None,
+             ) -> pd.DataFrame:
     """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix,
-    ``gates[round]`` a client x expert matrix (FedMix's ``gate_mass``)."""
+    ``matrices[metric][round]`` another recorded matrix (e.g. FedMix's ``expert_posterior``),
+    ``per_client[metric][round]`` per-client values (e.g. ``cluster`` ids, traffic)."""
     n_test = n_test if n_test is not None else [10] * len(groups)
     log = MetricLog()
     log.add_per_client(0, N_TEST, n_test)
@@ -37,13 +39,23 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
         log.add_per_client(rnd, TEST_ACCURACY, accs)
     for rnd, matrix in (weights or {}).items():
         log.add_matrix(rnd, WEIGHT, np.asarray(matrix, dtype=float))
-    for rnd, matrix in (gates or {}).items():
-        log.add_matrix(rnd, GATE_MASS, np.asarray(matrix, dtype=float))
+    for metric, by_round in (matrices or {}).items():
+        for rnd, matrix in by_round.items():
+            log.add_matrix(rnd, metric, np.asarray(matrix, dtype=float))
+    for metric, by_round in (per_client or {}).items():
+        for rnd, values in by_round.items():
+            log.add_per_client(rnd, metric, values)
     return log.to_frame({
         "experiment": experiment, "dataset": "digits", "partition": partition,
         "method": method, "algorithm": method, "params": "{}", "split_seed": split_seed,
         "train_seed": train_seed, "client_training": "loop", "package_version": "0",
         "git_revision": "abc"})
+
+
+def one(frame: pd.DataFrame) -> tuple[str, float]:
+    """(verdict, margin) of a one-row result."""
+    assert len(frame) == 1, frame
+    return str(frame["verdict"].iloc[0]), float(frame["margin"].iloc[0])
 
 
 def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:

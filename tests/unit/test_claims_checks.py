@@ -22,6 +22,7 @@ from _claims_helpers import (
     evaluate,
     final_run,
     make_run,
+    one,
     table1,
 )
 
@@ -37,12 +38,6 @@ from pflrepro.reporting.claims.parse import (
 from pflrepro.reporting.render import tidy_table
 from pflrepro.reporting.tables import accuracy_table
 from pflrepro.results import TEST_ACCURACY, MetricLog
-
-
-def one(frame: pd.DataFrame) -> tuple[str, float]:
-    """(verdict, margin) of a one-row result."""
-    assert len(frame) == 1, frame
-    return str(frame["verdict"].iloc[0]), float(frame["margin"].iloc[0])
 
 
 # --------------------------------------------------------------------------- logic
@@ -536,88 +531,6 @@ def test_float_rounding_ties_count_as_zero() -> None:
         "holds", 0.0)
 
 
-# --------------------------------------------------------------------------- gate alignment
-#: 4 clients in 2 distributions (0, 0, 1, 1), 2 experts.
-GATES_SPLIT = [[1, 0], [1, 0], [0, 1], [0, 1]]   # within sim 1, across 0: alignment 1
-
-
-GATES_FLAT = [[0.5, 0.5]] * 4                     # alike everywhere: alignment 0
-
-
-# within (0,1): 1 - (0.2 + 0.2)/2 = 0.8, (2,3): 1 - (0.3 + 0.3)/2 = 0.7 -> 0.75;
-# across (0,2) 0.4, (0,3) 0.7, (1,2) 0.6, (1,3) 0.9 -> 0.65; alignment 0.75 - 0.65 = 0.10
-GATES_SOME = [[0.8, 0.2], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]]
-
-
-GATE_CHECK = {"type": "gate_alignment", "a": "fedmix", "b": "fedmix_label_shard", "op": ">"}
-
-
-def gate_run(method: str, final: Any, groups: Sequence[int] = (0, 0, 1, 1),
-             **kw: Any) -> pd.DataFrame:
-    """A FedMix-like run whose gates are uniform at round 0 and ``final`` at round 10."""
-    n = len(groups)
-    return make_run(method, {0: [0.1] * n, 10: [0.8] * n}, groups=groups,
-                    gates={0: [[0.5, 0.5]] * n, 10: final}, **kw)
-
-
-def test_gate_alignment_by_hand() -> None:
-    agg = pd.concat([gate_run("fedmix", GATES_SPLIT), gate_run("fedmix_label_shard", GATES_SOME)],
-                    ignore_index=True)
-    frame = evaluate(agg, GATE_CHECK)
-    assert one(frame) == ("holds", pytest.approx(1.0 - 0.10))   # the final round, not round 0
-    assert frame["unit"].iloc[0] == "gate"
-    assert frame["numbers"].iloc[0] == ("gate alignment fedmix vs fedmix_label_shard: "
-                                        "p2: 1 vs 0.1")
-    # the other way round fails by the same amount
-    assert one(evaluate(agg, {**GATE_CHECK, "a": "fedmix_label_shard", "b": "fedmix"})) == (
-        "fails", pytest.approx(-0.90))
-
-
-def test_gate_alignment_uniform_gates_score_zero_and_rows_are_normalised() -> None:
-    # uniform gates are alike within and across: 0, so "more aligned than uniform" is
-    # decided by the split gates' 1; gates scaled by 3 are the same distributions
-    agg = pd.concat([gate_run("fedmix", 3 * np.asarray(GATES_SPLIT, dtype=float)),
-                     gate_run("fedmix_label_shard", GATES_FLAT)], ignore_index=True)
-    assert one(evaluate(agg, GATE_CHECK)) == ("holds", pytest.approx(1.0))
-    # equal gates: a tie, which a strict '>' does not pass and '>=' does
-    agg = pd.concat([gate_run("fedmix", GATES_FLAT), gate_run("fedmix_label_shard", GATES_FLAT)],
-                    ignore_index=True)
-    assert one(evaluate(agg, GATE_CHECK)) == ("fails", 0.0)
-    assert one(evaluate(agg, {**GATE_CHECK, "op": ">="})) == ("holds", 0.0)
-
-
-def test_gate_alignment_undecidable_without_distributions_and_missing_without_gates() -> None:
-    # label skew: no distribution ids, so no within/across pairs
-    agg = pd.concat([gate_run("fedmix", GATES_SPLIT, groups=(-1, -1, -1, -1)),
-                     gate_run("fedmix_label_shard", GATES_SOME, groups=(-1, -1, -1, -1))],
-                    ignore_index=True)
-    frame = evaluate(agg, GATE_CHECK)
-    assert one(frame)[0] == "undecidable"
-    assert "no two clients of one distribution" in frame["numbers"].iloc[0]
-    # b ran but recorded no gates (e.g. not a FedMix method): missing, never holds
-    agg = pd.concat([gate_run("fedmix", GATES_SPLIT), final_run("fedmix_label_shard", 0.8,
-                                                                groups=(0, 0, 1, 1))],
-                    ignore_index=True)
-    frame = evaluate(agg, GATE_CHECK)
-    assert one(frame)[0] == "missing"
-    assert "no gate_mass rows of fedmix_label_shard" in frame["numbers"].iloc[0]
-
-
-def test_gate_alignment_interval_over_runs() -> None:
-    # two runs: a's alignment 1 and 1, b's 0.10 and 0 -> margins 0.90, 1.00, mean 0.95;
-    # every resample lies in [0.90, 1.00], above 0: holds
-    agg = pd.concat([gate_run("fedmix", GATES_SPLIT, train_seed=0),
-                     gate_run("fedmix", GATES_SPLIT, train_seed=1),
-                     gate_run("fedmix_label_shard", GATES_SOME, train_seed=0),
-                     gate_run("fedmix_label_shard", GATES_FLAT, train_seed=1)],
-                    ignore_index=True)
-    frame = evaluate(agg, GATE_CHECK, k=1)
-    assert one(frame) == ("holds", pytest.approx(0.95))
-    assert int(frame["n"].iloc[0]) == 2
-    assert 0.90 - 1e-9 <= float(frame["ci_low"].iloc[0]) <= float(frame["ci_high"].iloc[0]) \
-        <= 1.00 + 1e-9
-
-
 # --------------------------------------------------------------------------- across experiments
 def across_runs(het: Sequence[float], hom: Sequence[float], *, het_partition: str = "p2",
                 hom_seeds: Sequence[int] | None = None) -> pd.DataFrame:
@@ -674,3 +587,57 @@ def test_across_experiments_missing_and_undecidable() -> None:
     frame = evaluate(agg[agg["experiment"] == "het"], ACROSS, design=design,
                      experiments=("het", "hom"), scope="together")
     assert one(frame)[0] == "missing" and "no results for hom" in frame["numbers"].iloc[0]
+
+
+def test_communication_across_experiments_by_hand() -> None:
+    # perfedckt in 'het' 2 * (1 + 1 + 2 + 2) = 12 scalars, in 'hom' 2 * (2 + 2 + 2 + 2) = 16:
+    # hom / het = 4 / 3; margin 4/3 - 1
+    agg = pd.concat([traffic_run("perfedckt", [1, 1], [2, 2], experiment="het"),
+                     traffic_run("perfedckt", [2, 2], [2, 2], experiment="hom")],
+                    ignore_index=True)
+    check = {"type": "communication_across", "method": "perfedckt", "factor": 1, "op": ">"}
+    frame = evaluate(agg, check, experiments=("het", "hom"), scope="together")
+    assert one(frame) == ("holds", pytest.approx(4 / 3 - 1))
+    assert frame["unit"].iloc[0] == "ratio"
+    assert "p2 12 vs 16 = 1.333x" in frame["numbers"].iloc[0]
+    # the same traffic in both (logits do not depend on the model): ratio 1, strict: fails
+    same = pd.concat([traffic_run("perfedckt", [1, 1], [2, 2], experiment=e)
+                      for e in ("het", "hom")], ignore_index=True)
+    assert one(evaluate(same, check, experiments=("het", "hom"), scope="together")) == (
+        "fails", 0.0)
+    # a reference without traffic rows: missing
+    bare = pd.concat([agg[agg["experiment"] == "het"],
+                      final_run("perfedckt", 0.8, experiment="hom")], ignore_index=True)
+    frame = evaluate(bare, check, experiments=("het", "hom"), scope="together")
+    assert one(frame)[0] == "missing"
+
+
+def test_above_all_pooled_means() -> None:
+    # methods a 90, b 70 (mean 80); baselines c 75, d 78 (mean 76.5): +3.5 pooled, while
+    # each pair would fail (b 70 < c 75)
+    agg = pd.concat([final_run(m, v) for m, v in
+                     (("a", 0.90), ("b", 0.70), ("c", 0.75), ("d", 0.78))], ignore_index=True)
+    pooled = {"type": "above_all", "metric": "weighted_final", "methods": ["a", "b"],
+              "baselines": ["c", "d"], "pool": "mean"}
+    frame = evaluate(agg, pooled)
+    assert one(frame) == ("holds", pytest.approx(3.5))
+    assert frame["numbers"].iloc[0] == "mean of a/b vs mean of c, d: p2 80.0 vs 76.5"
+    assert frame["predicate"].iloc[0].startswith("mean of a, b > mean of c, d")
+    each = {k: v for k, v in pooled.items() if k != "pool"}
+    assert one(evaluate(agg, each)) == ("fails", pytest.approx(70 - 78))
+    # a method without runs: missing, never holding
+    frame = evaluate(agg[agg["method"] != "d"], pooled)
+    assert one(frame)[0] == "missing"
+
+
+def test_unchecked_claims_are_undecidable_or_planned_missing() -> None:
+    check = {"type": "unchecked", "reason": "the runs record no per-class gate"}
+    frame = evaluate(table1(), check)
+    assert one(frame)[0] == "undecidable" and math.isnan(one(frame)[1])
+    assert frame["numbers"].iloc[0] == "not checkable: the runs record no per-class gate"
+    claims = parse_claims({"claims": [_claim(id="later", planned=True, check=check,
+                                             experiments={"paper": ["x"], "cpu": []})]})
+    frame = evaluate_claims(claims, table1(), "paper", design=design_from(table1()))
+    assert one(frame)[0] == "missing"
+    assert frame["numbers"].iloc[0] == ("planned experiment; not checkable: the runs record "
+                                        "no per-class gate")

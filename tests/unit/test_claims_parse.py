@@ -12,7 +12,6 @@ from _claims_helpers import ACROSS, COMPARE, REPO, _claim
 
 import pflrepro.workflow as W
 from pflrepro import results as R
-from pflrepro.algorithms.fedmix import GATE_MASS
 from pflrepro.config import parse
 from pflrepro.reporting.claims.checks import evaluate_claims
 from pflrepro.reporting.claims.parse import (
@@ -50,11 +49,16 @@ def test_shipped_claims_load_and_name_existing_experiments_and_methods() -> None
                 assert experiments[name].get("scale", "paper") == scale, (claim.id, name)
                 for method in claim.check.method_names():
                     assert method in experiments[name]["methods"], (claim.id, name, method)
+                    algorithm = methods[method]["algorithm"]
                     if claim.check.type in ("weight_mass", "group_contrast",
-                                            "weight_compare", "components_used"):
-                        assert methods[method]["algorithm"] in W.recording(R.WEIGHT), method
-                    if claim.check.type == "gate_alignment":
-                        assert methods[method]["algorithm"] in W.recording(GATE_MASS), method
+                                            "weight_compare", "components_used",
+                                            "self_weight", "weight_support",
+                                            "weight_distance"):
+                        assert algorithm in W.recording(R.WEIGHT), method
+                    if claim.check.type == "record_peak":
+                        assert algorithm in W.recording(claim.check.record), method
+                    if claim.check.type == "clusters_used":
+                        assert algorithm in W.recording(R.CLUSTER), method
 
 
 def test_row_keys_of_the_shipped_file() -> None:
@@ -80,7 +84,11 @@ def test_row_keys_of_the_shipped_file() -> None:
     assert parse_design(design_json(design)) == design
     frame = evaluate_claims(claims, None, "cpu", design=design)
     assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
-    assert set(frame["verdict"]) == {"missing"}  # no results at all: nothing holds
+    # no results at all: nothing holds or fails; the unchecked claims are undecidable
+    # wherever they are not planned (they say why), the others missing
+    unchecked = {c.id for c in claims if c.check.type == "unchecked" and not c.planned}
+    assert unchecked and set(frame["verdict"]) == {"missing", "undecidable"}
+    assert set(frame.loc[frame["verdict"] == "undecidable", "id"]) == unchecked
     assert frame["margin"].isna().all() and (frame["n"] == 0).all()
 
 
@@ -108,7 +116,21 @@ def test_row_keys_of_the_shipped_file() -> None:
     (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
                    "baselines": ["b"], "op": "<"}), "above_all takes"),
     (_claim(check={"type": "weight_mass", "method": "f", "threshold": 1.5}), "outside"),
-    (_claim(check={"type": "gate_alignment", "a": "f", "b": "f", "op": ">"}), "same method"),
+    (_claim(check={"type": "weight_distance", "a": "f", "b": "f", "tolerance": 0.1}),
+     "same method"),
+    (_claim(check={"type": "compare", "metric": "mean_bmta", "a": "a", "b": "b", "op": ">",
+                   "pool": "mean"}), r"unknown key\(s\) \['pool'\]"),
+    (_claim(check={"type": "above_all", "metric": "mean_bmta", "methods": ["a"],
+                   "baselines": ["b"], "pool": "sum"}), "pool: 'sum' is not one of"),
+    (_claim(check={"type": "record_peak", "method": "f", "record": "accuracy",
+                   "threshold": 0.5}), "record: 'accuracy' is not one of"),
+    (_claim(check={"type": "unchecked"}), r"missing key\(s\) \['reason'\]"),
+    (_claim(check={"type": "unchecked", "reason": " "}), "non-empty string"),
+    (_claim(check={"type": "communication_across", "method": "m", "factor": 1, "op": ">"},
+            experiments={"paper": ["a", "b"], "cpu": []}), "needs scope: together"),
+    (_claim(check={"type": "communication_across", "method": "m", "factor": 1, "op": "<"},
+            scope="together", experiments={"paper": ["a", "b"], "cpu": []}),
+     "communication_across takes"),
     (_claim(check=dict(ACROSS), scope="together",
             experiments={"paper": ["a", "b", "c"], "cpu": []}), "exactly two experiments"),
     (_claim(check=dict(ACROSS), experiments={"paper": ["a", "b"], "cpu": []}),

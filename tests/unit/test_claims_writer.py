@@ -33,8 +33,17 @@ def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
     assert math.isnan(csv["margin"].iloc[2]) and math.isnan(csv["ci_low"].iloc[2])
     assert list(csv.columns) == list(COLUMNS)
     md = (tmp_path / "c.md").read_text()
-    assert ("1 holds, 1 fails, 0 inconclusive, 0 undecidable, 0 incomplete, 1 missing "
-            "of 3 rows.") in md
+    # the summary opens the file: counts per paper (all three rows are FedeRiCo's), then
+    # the failing rows with their margins, then every row
+    lines = md.splitlines()
+    assert lines[2] == "## Summary"
+    assert ("| paper | rows | holds | fails | inconclusive | undecidable | incomplete "
+            "| missing |") in md
+    assert "| FedeRiCo | 3 | 1 | 1 | 0 | 0 | 0 | 1 |" in md
+    assert "| **all** | 3 | 1 | 1 | 0 | 0 | 0 | 1 |" in md
+    assert "Failing rows (1)" in md
+    assert "| c0 | FedeRiCo | exp | -2.00 pp | [-2.00, -2.00] | claim 0 |" in md
+    assert md.index("## Summary") < md.index("Failing rows") < md.index("## Every claim")
     assert "| **fails** | -2.00 pp | 2 | [-2.00, -2.00] |" in md
     assert "| holds | +12.00 pp | 2 | [+12.00, +12.00] |" in md
     assert "| missing | — | 0 | — |" in md
@@ -74,3 +83,16 @@ def test_cli_claims(tmp_path: Path) -> None:
         main([*args, "--aggregate", str(agg)])
     claims.write_text("claims: [{id: x}]\n")
     assert main([*args, "--design", design]) == 1
+
+
+def test_summary_counts_per_paper_and_no_failure() -> None:
+    from pflrepro.reporting.claims.writer import summary_lines
+
+    frame = evaluate(table1(), {**COMPARE, "a": "fedavg", "op": "<"},
+                     {**COMPARE, "b": "fedem"})
+    frame.loc[1, "paper"] = "FedMix"
+    text = "\n".join(summary_lines(frame))
+    assert "| FedeRiCo | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in text
+    assert "| FedMix | 1 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "| **all** | 2 | 1 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "No claim fails." in text and "Failing rows" not in text

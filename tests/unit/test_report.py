@@ -59,6 +59,7 @@ def test_tables_get_category_label_and_a_caption_that_is_valid_rst() -> None:
                  "**training**", "**methods**", "federico-best"):
         assert item in caption, item
     assert "not expected to match" in captions["tables"][names[4]]
+    assert "opens with a summary" in captions["tables"][names[3]]
     for text in [*captions["tables"].values(), *captions["experiments"].values()]:
         parts = docutils.core.publish_parts(
             text, writer="html",

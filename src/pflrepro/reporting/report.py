@@ -231,8 +231,11 @@ def report_captions(cfg: WorkflowConfig, claims: Sequence[Claim] = (),
             tables[name] = f"{kind}\n\n{experiments[base]}"
         else:
             tables[name] = ("The papers' qualitative claims (config/claims.yaml) checked "
-                            "against our results: holds, fails or missing, with a signed "
-                            "margin.\n")
+                            "against our results. The page opens with a summary: per "
+                            "paper, how many rows hold, fail, are inconclusive, "
+                            "undecidable, incomplete or missing at this scale, and every "
+                            "failing row with its margin and interval; then each claim "
+                            "with its verdict, signed margin, n and interval.\n")
     return {"experiments": experiments, "tables": tables, "figures": dict(FIGURES)}
 
 

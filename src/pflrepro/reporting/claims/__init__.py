@@ -1,9 +1,10 @@
 """The papers' qualitative claims, checked against aggregated results.
 
-Three modules: :mod:`.parse` reads a claims file (and the design a check expects,
+Three parts: :mod:`.parse` reads a claims file (and the design a check expects,
 from the config) into :class:`~.parse.Claim` objects; :mod:`.checks` evaluates them
 against an aggregate into one row per claim and experiment, with a verdict;
-:mod:`.writer` writes those rows as Markdown and CSV. This file imports nothing.
+:mod:`.writer` writes those rows as Markdown (opening with a summary) and CSV.
+This file imports nothing.
 
 A claims file (``config/claims.yaml``) lists each claim as data: the paper, where it
 is made, the claim in our words, the experiments it applies to at each scale
@@ -15,7 +16,8 @@ typed predicates (nothing is evaluated as code):
     with ``quantifier: any``, in some column); ``tolerance`` in percentage points.
 ``above_all``
     each of ``methods`` above each of ``baselines`` (``op`` ``>``, the default, or
-    ``>=``), per column.
+    ``>=``), per column; with ``pool: mean``, the mean of ``methods`` above the mean
+    of ``baselines`` (a generic claim about two families of methods).
 ``within``
     ``|m - reference| <= tolerance`` for each of ``methods``, per column.
 ``trend``
@@ -24,8 +26,24 @@ typed predicates (nothing is evaluated as code):
 ``weight_mass``
     the mean over clients of the share of a client's final-round *peer* weight
     (its weight on itself excluded) that is on peers of its own distribution is at
-    least ``threshold``; a client with no weight on any peer (no collaboration) has
-    share 0, so identity weights fail.
+    least ``threshold``. Only clients with a group-mate (another client of their
+    distribution) count: a client alone in its distribution has no such peer (it is
+    ``self_weight``'s). A client with a group-mate but no weight on any peer (no
+    collaboration) has share 0, so identity weights fail.
+``self_weight``
+    the mean over the clients alone in their distribution of the share of their
+    final-round weight on themselves is at least ``threshold``. Only the runs that
+    have such a client count (n is their number; they are resampled on their own);
+    a column none of whose runs has one is left out, and the row is undecidable when
+    no column has one.
+``weight_support``
+    each client needs few models: the mean over clients of the number of models
+    (itself included) with final-round weight at least ``threshold`` is at most the
+    mean size of the client's distribution (itself included). Unit ``models``.
+``weight_distance``
+    the mean over entries of ``|w_ij of a - w_ij of b|`` at the final round, per run
+    (runs of ``a`` and ``b`` paired by seed pair), averaged over runs, is at most
+    ``tolerance`` (in weight).
 ``group_contrast``
     the mean final-round weight ``w_ij`` (``i != j``) between clients of the same
     distribution is at least ``min_ratio`` (> 1) times the mean weight between
@@ -33,20 +51,18 @@ typed predicates (nothing is evaluated as code):
     give the ratio).
 ``weight_compare``
     a weight ``statistic`` of method ``a`` ``op`` that of method ``b``: ``peak``
-    (the mean over clients of the largest share of a client's final-round weight) or
-    ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``). ``peak
+    (the mean over clients of the largest share of a client's final-round weight),
+    ``variation`` (the sum over rounds of the mean ``|w_ij(t) - w_ij(t-1)|``) or
+    ``same_share`` (``weight_mass``'s statistic: the share of peer weight on
+    same-distribution peers, clients with a group-mate). ``peak
     a > b`` is undecidable in a column where ``b``'s peak is already 1 in every run.
-``gate_alignment``
-    FedMix's gates (the recorded ``gate_mass``: each client's mean gate over its test
-    inputs, a distribution over the experts) are more aligned with method ``a`` than
-    with method ``b`` (``op``): a run's *alignment* is the mean similarity
-    ``1 - |g_i - g_j|_1 / 2`` (1 - total variation, in [0, 1]) of the final-round
-    gates of two clients of the same distribution minus that of two clients of
-    different distributions (``i != j``), in [-1, 1]: clients that share a data
-    distribution pick the same experts and others different ones. Uniform gates, or
-    gates equal everywhere, score 0 (alike within and across). Undecidable without
-    two clients of one distribution and two of different ones. Margin
-    ``sign * (alignment a - alignment b)`` (unit ``gate``).
+``record_peak``
+    the mean over the rows of a recorded matrix (``record``: ``weight``,
+    ``gate_mass`` or ``expert_posterior``, FedMix's q(z | y = c), one row per class)
+    of the row's largest share at the final round is at least ``threshold``.
+``clusters_used``
+    fewer distinct cluster ids at the last round (Clustered FL's ``cluster`` rows)
+    than the run has distributions (margin: distributions - clusters).
 ``across_experiments``
     ``|method in the first experiment - reference in the second| <= tolerance`` (pp,
     ``metric``) in each column (partition) of the first experiment, which the second
@@ -58,6 +74,13 @@ typed predicates (nothing is evaluated as code):
 ``components_used``
     fewer distinct components are some client's largest final-round weight than the
     partition has distributions (FedEM's mixture weights).
+``communication_across``
+    as ``across_experiments`` (two experiments, runs paired by seed pair) for traffic:
+    ``reference`` in the second experiment communicated ``op`` ``factor`` times as many
+    scalars as ``method`` in the first; margin ``reference / method - factor``.
+``unchecked``
+    a claim the runs cannot check, with its ``reason``: ``undecidable`` (``missing``
+    for a planned claim), never holds or fails.
 ``communication_ratio``
     each of ``baselines`` communicated at least ``factor`` times as many scalars as
     ``method`` (``op`` ``>=``; ``>``: more than), per column: the total of a run's
@@ -103,7 +126,8 @@ A row's *verdict* (:data:`.parse.VERDICTS`) is
     every cell has runs, but some fewer than designed;
 ``undecidable``
     the data are complete but the check is not defined on them (no distribution
-    ids, or a peak weight already at its bound); the reason is in the row;
+    ids, or a peak weight already at its bound), or the claim is ``unchecked`` (the
+    runs do not record what it is about); the reason is in the row;
 ``holds`` / ``fails``
     with ``n`` >= 2 runs per cell, the whole :data:`.checks.LEVEL` interval of the margin is
     on one side of the threshold: a paired percentile bootstrap that resamples the
@@ -114,7 +138,7 @@ A row's *verdict* (:data:`.parse.VERDICTS`) is
     otherwise: the interval contains the threshold, or ``n = 1``.
 
 So absent or partial data never make a claim hold or fail. Strict predicates
-(``>``, ``<``, ``group_contrast``, ``components_used``, ``trend``) need a margin
-above zero; the others hold at zero. A margin or bound within :data:`.checks.TIES` of zero
-(float rounding of equal results) counts as zero.
+(``>``, ``<``, ``group_contrast``, ``components_used``, ``clusters_used``,
+``trend``) need a margin above zero; the others hold at zero. A margin or bound
+within :data:`.checks.TIES` of zero (float rounding of equal results) counts as zero.
 """

@@ -33,7 +33,11 @@ ACCURACY_METRICS: dict[str, tuple[str, str] | None] = {
 #: Comparison operators: name -> (sign of ``a - b`` in the margin, strict).
 OPS: dict[str, tuple[int, bool]] = {">": (1, True), ">=": (1, False),
                                      "<": (-1, True), "<=": (-1, False)}
-STATISTICS = ("peak", "variation")
+STATISTICS = ("peak", "variation", "same_share")
+#: Recorded matrices a ``record_peak`` check reads (metric names of :mod:`pflrepro.results`).
+RECORDS = ("weight", "gate_mass", "expert_posterior")
+#: Pooling of ``above_all``: each method against each baseline, or their means.
+POOLS = ("each", "mean")
 DIRECTIONS = ("decreasing", "increasing")
 #: Columns of :func:`evaluate_claims`' frame (and of the CSV).
 COLUMNS = ("id", "paper", "where", "claim", "experiment", "predicate", "numbers", "verdict",
@@ -47,24 +51,33 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "compare": (("metric", "a", "b", "op"),
                 ("tolerance", "quantifier", "distributions", "round_fraction")),
     "above_all": (("metric", "methods", "baselines"),
-                  ("op", "tolerance", "quantifier", "distributions", "round_fraction")),
+                  ("op", "tolerance", "quantifier", "distributions", "round_fraction",
+                   "pool")),
     "within": (("metric", "methods", "reference", "tolerance"),
                ("quantifier", "distributions", "round_fraction")),
     "trend": (("metric", "method", "direction"), ("quantifier", "round_fraction")),
     "weight_mass": (("method", "threshold"), ("quantifier", "distributions")),
+    "self_weight": (("method", "threshold"), ("quantifier", "distributions")),
+    "weight_support": (("method", "threshold"), ("quantifier", "distributions")),
+    "weight_distance": (("a", "b", "tolerance"), ("quantifier", "distributions")),
     "group_contrast": (("method", "min_ratio"), ("quantifier", "distributions")),
     "weight_compare": (("statistic", "a", "b", "op"), ("quantifier", "distributions")),
     "components_used": (("method",), ("quantifier", "distributions")),
     "communication_ratio": (("method", "baselines", "factor", "op"),
                             ("quantifier", "distributions")),
-    "gate_alignment": (("a", "b", "op"), ("quantifier", "distributions")),
+    "clusters_used": (("method",), ("quantifier", "distributions")),
+    "record_peak": (("method", "record", "threshold"), ("quantifier", "distributions")),
     "across_experiments": (("metric", "method", "tolerance"),
                            ("reference", "quantifier", "round_fraction")),
+    "communication_across": (("method", "factor", "op"), ("reference", "quantifier")),
+    "unchecked": (("reason",), ()),
 }
 CHECK_TYPES = tuple(_FIELDS)
 _UNITS = {"weight_mass": "weight", "group_contrast": "weight", "weight_compare": "weight",
-          "components_used": "components", "communication_ratio": "ratio",
-          "gate_alignment": "gate"}
+          "self_weight": "weight", "weight_distance": "weight", "record_peak": "weight",
+          "weight_support": "models", "components_used": "components",
+          "clusters_used": "clusters", "communication_ratio": "ratio",
+          "communication_across": "ratio", "unchecked": "pp"}
 
 
 class ClaimsError(ValueError):
@@ -93,6 +106,9 @@ class Check:
     direction: str | None = None
     quantifier: str = "all"
     distributions: tuple[int, ...] = ()
+    record: str | None = None
+    pool: str = "each"
+    reason: str | None = None
 
     def method_names(self) -> tuple[str, ...]:
         """Every method the check reads, in order of appearance."""
@@ -101,16 +117,16 @@ class Check:
 
     @property
     def unit(self) -> str:
-        """Unit of the margin: ``pp``, ``weight``, ``components`` or ``ratio``."""
+        """Unit of the margin: pp, weight, models, components, clusters or ratio."""
         return _UNITS.get(self.type, "pp")
 
     @property
     def strict(self) -> bool:
         """Whether the margin must be above zero (else at least zero)."""
         if self.type in ("compare", "above_all", "weight_compare", "communication_ratio",
-                         "gate_alignment"):
+                         "communication_across"):
             return OPS[self.op or ">"][1]
-        return self.type in ("group_contrast", "components_used", "trend")
+        return self.type in ("group_contrast", "components_used", "clusters_used", "trend")
 
     def describe(self) -> str:
         """The predicate in one line, e.g. ``federico > fedavg, local (weighted_final) ...``."""
@@ -124,6 +140,9 @@ class Check:
         tol = f", tolerance {self.tolerance:g} pp" if self.tolerance else ""
         if self.type == "compare":
             return f"{self.a} {self.op} {self.b} ({metric}{tol}) {where}"
+        if self.type == "above_all" and self.pool == "mean":
+            return (f"mean of {', '.join(self.methods)} {self.op or '>'} mean of "
+                    f"{', '.join(self.baselines)} ({metric}{tol}) {where}")
         if self.type == "above_all":
             mine = (self.methods[0] if len(self.methods) == 1
                     else f"each of {', '.join(self.methods)}")
@@ -144,9 +163,25 @@ class Check:
                     f"{self.min_ratio:g} x across distributions {where}")
         if self.type == "weight_compare":
             return f"{self.statistic} client weight: {self.a} {self.op} {self.b} {where}"
-        if self.type == "gate_alignment":
-            return (f"gate alignment (same-distribution minus other-distribution gate "
-                    f"similarity): {self.a} {self.op} {self.b} {where}")
+        if self.type == "self_weight":
+            return (f"{self.method}: mean final weight on itself of the clients alone in "
+                    f"their distribution >= {self.threshold:g} {where}")
+        if self.type == "weight_support":
+            return (f"{self.method}: mean number of models with final weight >= "
+                    f"{self.threshold:g} <= mean size of the client's distribution {where}")
+        if self.type == "weight_distance":
+            return (f"mean |final w_ij of {self.a} - of {self.b}| <= {self.tolerance:g} "
+                    f"(runs paired by seed pair) {where}")
+        if self.type == "clusters_used":
+            return (f"{self.method}: distinct final cluster ids < distributions {where}")
+        if self.type == "record_peak":
+            return (f"{self.method}: mean over rows of the largest share of its final "
+                    f"{self.record} row >= {self.threshold:g} {where}")
+        if self.type == "communication_across":
+            return (f"scalars communicated: {self.reference or self.method} (2nd experiment) "
+                    f"{self.op} {self.factor:g} x {self.method} (1st experiment) {where}")
+        if self.type == "unchecked":
+            return f"not checked: {self.reason}"
         if self.type == "across_experiments":
             return (f"|{self.method} (1st experiment) - {self.reference or self.method} "
                     f"(2nd experiment)| <= {self.tolerance:g} pp ({metric}) {where}")
@@ -282,6 +317,9 @@ _PARSE = {
     "direction": lambda v, w: _choice(v, DIRECTIONS, w),
     "quantifier": lambda v, w: _choice(v, QUANTIFIERS, w),
     "distributions": _distributions,
+    "record": lambda v, w: _choice(v, RECORDS, w),
+    "pool": lambda v, w: _choice(v, POOLS, w),
+    "reason": _text,
 }
 
 
@@ -294,7 +332,7 @@ def _check(item: Any, where: str) -> Check:
     _keys(item, ("type", *required), optional, f"{where} ({kind})")
     values = {k: _PARSE[k](v, f"{where}.{k}") for k, v in item.items() if k != "type"}
     check = Check(type=kind, **values)
-    if kind in ("above_all", "communication_ratio"):
+    if kind in ("above_all", "communication_ratio", "communication_across"):
         if check.op not in (None, ">", ">="):
             raise ClaimsError(f"{where}.op: {kind} takes '>' or '>=', got {check.op!r}")
     if kind == "communication_ratio" and check.method in check.baselines:
@@ -306,7 +344,7 @@ def _check(item: Any, where: str) -> Check:
         both = sorted(set(check.methods) & set(check.baselines))
         if both:
             raise ClaimsError(f"{where}: {both} both in methods and baselines")
-    if kind in ("compare", "weight_compare", "gate_alignment") and check.a == check.b:
+    if kind in ("compare", "weight_compare", "weight_distance") and check.a == check.b:
         raise ClaimsError(f"{where}: a and b are the same method {check.a!r}")
     if kind == "within" and check.reference in check.methods:
         raise ClaimsError(f"{where}: the reference {check.reference!r} is among the methods")
@@ -334,13 +372,13 @@ def _claim(item: Any, where: str) -> Claim:
         raise ClaimsError(f"{where}.experiments: names no experiment at any scale")
     check = _check(item["check"], f"{where}.check")
     scope = _choice(item.get("scope", "each"), SCOPES, f"{where}.scope")
-    if check.type == "across_experiments":
+    if check.type in ("across_experiments", "communication_across"):
         if scope != "together":
-            raise ClaimsError(f"{where}.scope: across_experiments compares two experiments "
+            raise ClaimsError(f"{where}.scope: {check.type} compares two experiments "
                               "in one row; it needs scope: together")
         for scale, names in experiments.items():
             if names and len(names) != 2:
-                raise ClaimsError(f"{where}.experiments.{scale}: across_experiments needs "
+                raise ClaimsError(f"{where}.experiments.{scale}: {check.type} needs "
                                   f"exactly two experiments (tested, reference), got "
                                   f"{list(names)}")
     return Claim(id=cid, paper=_choice(item["paper"], PAPERS, f"{where}.paper"),

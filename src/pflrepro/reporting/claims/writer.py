@@ -1,7 +1,9 @@
 """The claims table: an evaluated claims frame written as Markdown and CSV.
 
 The frame is :func:`pflrepro.reporting.claims.checks.evaluate_claims`' (one row per
-claim and experiment, :data:`~pflrepro.reporting.claims.parse.COLUMNS`).
+claim and experiment, :data:`~pflrepro.reporting.claims.parse.COLUMNS`). The Markdown
+opens with a summary (:func:`summary_lines`): per paper, the rows by verdict, and
+every failing row with its margin and interval; then every row.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.reporting.claims.checks import LEVEL, RESAMPLES
-from pflrepro.reporting.claims.parse import COLUMNS, VERDICTS
+from pflrepro.reporting.claims.parse import COLUMNS, PAPERS, VERDICTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,7 +25,7 @@ def _md(text: Any) -> str:
 def _margin_text(margin: float, unit: str) -> str:
     if margin != margin:  # NaN
         return "—"
-    if unit in ("weight", "gate"):
+    if unit == "weight":
         return f"{margin:+.3g} {unit}"
     return f"{margin:+.2f} {unit}"
 
@@ -31,9 +33,45 @@ def _margin_text(margin: float, unit: str) -> str:
 def _ci_text(low: float, high: float, unit: str) -> str:
     if low != low or high != high:  # NaN
         return "—"
-    if unit in ("weight", "gate"):
+    if unit == "weight":
         return f"[{low:+.3g}, {high:+.3g}]"
     return f"[{low:+.2f}, {high:+.2f}]"
+
+
+def summary_lines(frame: pd.DataFrame) -> list[str]:
+    """The summary a reader sees first: verdict counts per paper, then the failing rows.
+
+    Counts are of rows (a claim gives one row per experiment, or one for several with
+    ``scope: together``); the failing rows are listed in the table's order with their
+    signed margin (how far from holding) and its interval.
+    """
+    lines = ["## Summary", "",
+             "Rows per paper and verdict (a claim gives one row per experiment it is "
+             "checked on).", "",
+             "| paper | rows | " + " | ".join(VERDICTS) + " |",
+             "|:--|" + "--:|" * (len(VERDICTS) + 1)]
+    papers = [p for p in PAPERS if (frame["paper"] == p).any()]
+    papers += sorted(set(frame["paper"]) - set(papers))
+    for paper in [*papers, None]:
+        rows = frame if paper is None else frame[frame["paper"] == paper]
+        counts = [int((rows["verdict"] == v).sum()) for v in VERDICTS]
+        name = "**all**" if paper is None else _md(paper)
+        lines.append(f"| {name} | {len(rows)} | " + " | ".join(str(c) for c in counts) + " |")
+    failing = frame[frame["verdict"] == "fails"]
+    lines.append("")
+    if failing.empty:
+        lines += ["No claim fails.", ""]
+        return lines
+    lines += [f"Failing rows ({len(failing)}), with the margin by which each misses and its "
+              f"{LEVEL:.0%} interval:", "",
+              "| id | paper | experiment | margin | interval | claim (our words) |",
+              "|:--|:--|:--|--:|--:|:--|"]
+    for row in failing.itertuples(index=False):
+        lines.append(f"| {_md(row.id)} | {_md(row.paper)} | {_md(row.experiment or '—')} "
+                     f"| {_margin_text(float(row.margin), row.unit)} "
+                     f"| {_ci_text(float(row.ci_low), float(row.ci_high), row.unit)} "
+                     f"| {_md(row.claim)} |")
+    return [*lines, ""]
 
 
 def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
@@ -44,9 +82,8 @@ def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"write_claims: the frame lacks column(s) {missing}")
-    counts = {s: int((frame["verdict"] == s).sum()) for s in VERDICTS}
     lines = [f"# The papers' claims against our results ({scale} scale)", "",
-             ", ".join(f"{n} {s}" for s, n in counts.items()) + f" of {len(frame)} rows.", "",
+             *summary_lines(frame), "## Every claim", "",
              "| id | paper | where | claim (our words) | experiment | predicate "
              f"| our numbers | verdict | margin | n | {LEVEL:.0%} interval |",
              "|:--|:--|:--|:--|:--|:--|:--|:--|--:|--:|--:|"]
@@ -63,12 +100,14 @@ def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
               "(and always with n = 1); missing when a column, cell or experiment the "
               "check needs has no runs; incomplete when a cell has fewer runs than the "
               "config designs; undecidable when the data are complete but the check is "
-              "not defined on them (the reason is given). Margin: signed, positive = "
+              "not defined on them, or when the runs do not record what the claim is "
+              "about (the reason is given). Margin: signed, positive = "
               "holds by that much (worst column; best column for 'some column'); pp = "
               "percentage points of accuracy (the tables' numbers: mean over runs); "
               "weight = learned client weights at the final round, or their change summed "
-              "over rounds (variation), mean over runs; gate = gate alignment (FedMix's "
-              "gates, same-distribution minus other-distribution similarity). n: runs "
+              "over rounds (variation), or shares of a recorded matrix's rows (FedMix's q), "
+              "mean over runs; models, components, clusters: counts; ratio: of "
+              "scalars communicated. n: runs "
               "(seed pairs) per cell. "
               f"Interval: {LEVEL:.0%} paired percentile bootstrap of the margin over the "
               f"(split, training) seed pairs, {RESAMPLES} resamples with a fixed seed.", ""]
