@@ -24,7 +24,9 @@ Choices (the issue, not the papers, asks for them):
   averaged over the tuning seeds; a tie goes to the first grid point (grid order);
 * values tied to the tuned ones are declared by the algorithm class as
   ``tied_values(point, clients) -> params`` (e.g. FedAMP: α = σ/K); a key the method's
-  config fixes is not tuned (the config wins) and, tied or not, keeps its value.
+  config fixes is not tuned (the config wins) and, tied or not, keeps its value;
+* a ``training:`` block tunes a training setting every method of the experiment shares
+  (the lr), selected by one method's validation score (:mod:`pflrepro.tuning_training`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pflrepro.seeding import SETUP_ROUND, numpy_generator
+from pflrepro.tuning_training import SharedTune, parse_shared
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,11 +115,16 @@ class TuneConfig:
     seeds: tuple[int, ...]
     fraction: float = DEFAULT_FRACTION
     criterion: str = "best_mean"
+    #: the shared training block; its ``by`` method's grids are in ``methods`` too
+    training: SharedTune | None = None
+    #: why the budget is what it is, printed under the tuning tables
+    rounds_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (Snakemake params: a change reruns the tuning)."""
+        shared = {} if self.training is None else {"training": self.training.to_dict()}
         return {"rounds": self.rounds, "seeds": list(self.seeds), "fraction": self.fraction,
-                "criterion": self.criterion,
+                "criterion": self.criterion, "rounds_note": self.rounds_note, **shared,
                 "methods": {m: {g.key: list(g.values) for g in grids}
                             for m, grids in self.methods.items()}}
 
@@ -133,7 +141,8 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
         return None
     if not isinstance(spec, Mapping):
         raise TuneError(f"{where}: must be a mapping")
-    unknown = sorted(set(spec) - {"methods", "rounds", "seeds", "fraction", "criterion"})
+    unknown = sorted(set(spec) - {"methods", "rounds", "seeds", "fraction", "criterion",
+                                  "training", "rounds_note"})
     if unknown:
         raise TuneError(f"{where}: unknown key(s) {unknown}")
     budget = int(spec.get("rounds", rounds))
@@ -150,6 +159,11 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     if criterion not in CRITERIA:
         raise TuneError(f"{where}.criterion: {criterion!r} is not one of {list(CRITERIA)}")
     parsed: dict[str, tuple[Grid, ...]] = {}
+    shared = None
+    if spec.get("training") is not None:
+        shared = parse_shared(spec["training"], f"{where}.training", methods,
+                              spec.get("methods") or {})
+        parsed[shared.by] = shared.grids
     for method, grids in (spec.get("methods") or {}).items():
         if method not in methods:
             raise TuneError(f"{where}.methods: {method!r} is not a method of the experiment")
@@ -168,7 +182,8 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     if not parsed:
         return None
     return TuneConfig(methods=parsed, rounds=budget, seeds=seeds, fraction=fraction,
-                      criterion=criterion)
+                      criterion=criterion, training=shared,
+                      rounds_note=str(spec.get("rounds_note", "")))
 
 
 def tunable_keys(algorithm: str) -> tuple[str, ...]:
@@ -327,7 +342,10 @@ def xi_contrast(frame: pd.DataFrame) -> tuple[float, float]:
 
 
 def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
-    """One row per trial: point values, partition, split, seed, score, its round, ξ."""
+    """One row per trial: point values, partition, split, seed, score, its round, ξ.
+
+    ``last_round``: the run's last evaluated round (the budget's end).
+    """
     import pandas as pd
 
     rows = []
@@ -337,6 +355,7 @@ def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
         rows.append({"partition": t.partition, "split": t.split, "point": point_id(t.point),
                      **{f"value_{k}": v for k, v in t.point.items()},
                      "seed": t.seed, "score": value, "round": at,
+                     "last_round": int(mean_accuracy_curve(t.frame).index.max()),
                      "xi_within": within, "xi_across": across})
     return pd.DataFrame(rows)
 
@@ -362,12 +381,18 @@ def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]]) -> dict[
 
 
 def selection_json(chosen: Mapping[tuple[str, int], Mapping[str, float]],
-                   params: Mapping[tuple[str, int], Mapping[str, Any]]) -> str:
-    """The selection file: ``{partition: {split: {"point": ..., "params": ...}}}``."""
+                   params: Mapping[tuple[str, int], Mapping[str, Any]],
+                   training: bool = False) -> str:
+    """The selection file: ``{partition: {split: {"point": ..., "params": ...}}}``.
+
+    ``training``: the point is a shared training setting, also written as ``training``.
+    """
     out: dict[str, dict[str, Any]] = {}
     for (partition, split), point in sorted(chosen.items()):
-        out.setdefault(partition, {})[str(split)] = {"point": dict(point),
-                                                     "params": dict(params[(partition, split)])}
+        entry = {"point": dict(point), "params": dict(params[(partition, split)])}
+        if training:
+            entry["training"] = dict(point)
+        out.setdefault(partition, {})[str(split)] = entry
     return json.dumps(out, sort_keys=True, indent=1) + "\n"
 
 
@@ -383,11 +408,12 @@ def selected_params(selection: Mapping[str, Any], partition: str, split: int) ->
 def edge(grid: Grid, value: float) -> str:
     """``" (the grid's lowest value)"`` / ``highest``, or ``""`` inside the grid.
 
-    A selection at an edge says the best value may lie outside the grid.
+    A selection at an edge says the best value may lie outside the grid. A lowest value
+    of 0 is not an edge: every tuned key is non-negative, so nothing lies below it.
     """
     if len(grid.values) < 2:
         return ""
-    if value == min(grid.values):
+    if value == min(grid.values) and value != 0:
         return " (the grid's lowest value)"
     if value == max(grid.values):
         return " (the grid's highest value)"
@@ -454,7 +480,9 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
                         f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
                         f"the runs' {wrong} are not the tuning selection's {want}")
         where = f" ({exp_shown.get(entry['experiment'], entry['experiment'])})" if several else ""
-        notes.append(f"{entry['method']}{where}: " + note(
+        who = (f"every method's training, selected by {entry['method']}'s score{where}: "
+               if entry.get("training") else f"{entry['method']}{where}: ")
+        notes.append(who + note(
             grids, chosen, entry["criterion"], int(entry["rounds"]), entry["seeds"],
             float(entry["fraction"]), labels))
     return notes
@@ -473,43 +501,6 @@ def notes_for(tuning: str | None, runs: pd.DataFrame | None,
     return table_notes(json.loads(tuning), runs, labels, experiment_labels)
 
 
-def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
-                 chosen: Mapping[tuple[str, int], Mapping[str, float]]) -> pd.DataFrame:
-    """Every value tried: mean score (and ξ contrast) over seeds, and which was chosen."""
-    keys = [f"value_{g.key}" for g in grids]
-    table = (scores.groupby(["partition", "split", "point", *keys], sort=False)
-             .agg(score=("score", "mean"), seeds=("seed", "nunique"),
-                  best_round=("round", "mean"), xi_within=("xi_within", "mean"),
-                  xi_across=("xi_across", "mean")).reset_index())
-    chosen_ids = {(p, s): point_id(pt) for (p, s), pt in chosen.items()}
-    table["selected"] = [chosen_ids.get((p, int(s))) == pid for p, s, pid in
-                         zip(table["partition"], table["split"], table["point"], strict=True)]
-    return table
-
-
-def write_outputs(table: pd.DataFrame, note_text: str, md: str, csv: str,
-                  title: str) -> None:
-    """The tuning table as CSV and Markdown (with the note), each written atomically."""
-    from pflrepro.io import atomic_path
-
-    with atomic_path(csv) as tmp:
-        table.to_csv(tmp, index=False)
-    shown = table.copy()
-    shown["score"] = (100 * shown["score"]).map(lambda v: f"{v:.2f}")
-    for col in ("xi_within", "xi_across"):
-        if shown[col].isna().all():
-            shown = shown.drop(columns=col)
-        else:
-            shown[col] = shown[col].map(lambda v: f"{v:.4f}")
-    shown = shown.rename(columns={"score": "validation acc (%)"})
-    header = "| " + " | ".join(shown.columns) + " |"
-    lines = [f"# {title}", "", header, "|" + "---|" * len(shown.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |"
-              for row in shown.itertuples(index=False)]
-    with atomic_path(md) as tmp, open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + f"\n\n{note_text}\n")
-
-
 # ---------------------------------------------------------------------------- jobs
 def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection: str,
                figure: tuple[str, str] | None = None, title: str = "") -> dict[Any, Any]:
@@ -518,7 +509,8 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     ``plan_json`` (:func:`pflrepro.workflow.tune_plan_json`): ``algorithm``, ``fixed``
     (the method's config params), ``clients`` (per partition id), ``grids`` (key ->
     values, ``log`` keys), ``criterion``, ``rounds``, ``seeds``, ``fraction`` and
-    ``trials``: one ``{point, partition, split, seed}`` per file of ``runs``, in order.
+    ``trials``: one ``{point, partition, split, seed}`` per file of ``runs``, in order;
+    ``training`` (true): the grid is a shared training setting (no hyperparameters).
     The selection file is rewritten only when its content changes.
     """
     from pathlib import Path
@@ -534,17 +526,23 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     trials = [Trial(point=t["point"], partition=t["partition"], split=int(t["split"]),
                     seed=int(t["seed"]), frame=read_table(path))
               for t, path in zip(trials_spec, runs, strict=True)]
+    from pflrepro.reporting.tuning import tuning_table, write_outputs
+
     scores = score_trials(trials, plan["criterion"])
     points = grid_points(grids)
     chosen = select(scores, points)
-    params = {(p, s): tied_params(plan["algorithm"], pt, int(plan["clients"][p]),
-                                  plan.get("fixed", {}))
+    shared = bool(plan.get("training"))  # a shared training setting: no hyperparameters
+    params = {(p, s): {} if shared else tied_params(plan["algorithm"], pt,
+                                                     int(plan["clients"][p]),
+                                                     plan.get("fixed", {}))
               for (p, s), pt in chosen.items()}
-    table = tuning_table(scores, grids, chosen)
+    table = tuning_table(scores, grids, chosen, plan["criterion"])
     text = note(grids, chosen, plan["criterion"], int(plan["rounds"]), plan["seeds"],
                 float(plan["fraction"]), plan.get("labels"))
+    if plan.get("rounds_note"):
+        text += f" The budget of {plan['rounds']} rounds: {plan['rounds_note']}"
     write_outputs(table, text, md, csv, title or "tuning")
-    content = selection_json(chosen, params)
+    content = selection_json(chosen, params, training=shared)
     target = Path(selection)
     if not target.exists() or target.read_text() != content:
         with atomic_path(target) as tmp:
