@@ -692,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
 
     add_subcommands(sub)
-    from pflrepro.tuning import add_subcommands as add_tuning  # tune-split, tune-select
+    from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
 
     add_tuning(sub)
     return parser

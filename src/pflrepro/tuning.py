@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pflrepro.seeding import SETUP_ROUND, numpy_generator
+from pflrepro.tuning_grid import Grid, TuneError, edge, parse_grid, point_id
 from pflrepro.tuning_training import SharedTune, parse_shared
 
 if TYPE_CHECKING:
@@ -56,56 +57,7 @@ PURPOSE = "validation"
 VALIDATION_KEY = "validation_of"
 
 
-class TuneError(ValueError):
-    """A ``tune:`` block that cannot be run; the message names the key."""
-
-
 # ------------------------------------------------------------------------------ grids
-@dataclass(frozen=True)
-class Grid:
-    """The values tried for one key; ``log``: log-spaced (plotted on a log axis)."""
-
-    key: str
-    values: tuple[float, ...]
-    log: bool = False
-
-
-def _clean(value: float) -> float:
-    """``value`` to 12 significant digits (``1e-05``, not ``1.0000000000000004e-05``)."""
-    return float(f"{value:.12g}")
-
-
-def parse_grid(key: str, spec: Any, where: str) -> Grid:
-    """A grid from a list of numbers or ``{log: [lo, hi], num: n}`` (n >= 2, 0 < lo < hi).
-
-    >>> parse_grid("sigma", {"log": [1e-3, 1e-1], "num": 3}, "x").values
-    (0.001, 0.01, 0.1)
-    """
-    if isinstance(spec, Mapping):
-        unknown = sorted(set(spec) - {"log", "num"})
-        bounds, num = spec.get("log"), spec.get("num")
-        if unknown or not isinstance(bounds, list | tuple) or len(bounds) != 2 \
-                or isinstance(num, bool) or not isinstance(num, int) or num < 2:
-            raise TuneError(f"{where}: a log range is {{log: [lo, hi], num: n}} with n >= 2, "
-                            f"got {dict(spec)!r}")
-        lo, hi = (float(b) for b in bounds)
-        if not (0 < lo < hi and math.isfinite(hi)):
-            raise TuneError(f"{where}.log: needs 0 < lo < hi, got {list(bounds)}")
-        values = tuple(_clean(v) for v in np.logspace(math.log10(lo), math.log10(hi), num))
-        return Grid(key, values, log=True)
-    if not isinstance(spec, list | tuple) or not spec:
-        raise TuneError(f"{where}: a grid is a non-empty list of numbers or "
-                        f"{{log: [lo, hi], num: n}}, got {spec!r}")
-    values = []
-    for v in spec:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise TuneError(f"{where}: grid values must be finite numbers, got {v!r}")
-        values.append(_clean(float(v)))
-    if len(set(values)) != len(values):
-        raise TuneError(f"{where}: a value is listed twice in {list(spec)}")
-    return Grid(key, tuple(values), log=False)
-
-
 @dataclass(frozen=True)
 class TuneConfig:
     """An experiment's ``tune:`` block, parsed."""
@@ -205,11 +157,6 @@ def grid_points(grids: Sequence[Grid]) -> list[dict[str, float]]:
     """Every combination of the grids' values, the first grid outermost."""
     return [dict(zip([g.key for g in grids], combo, strict=True))
             for combo in itertools.product(*(g.values for g in grids))]
-
-
-def point_id(point: Mapping[str, float]) -> str:
-    """A path-safe name of a grid point, e.g. ``sigma1e-05_prox1``."""
-    return "_".join(f"{k}{v:.12g}" for k, v in point.items())
 
 
 def tied_params(algorithm: str, point: Mapping[str, float], clients: int,
@@ -405,21 +352,6 @@ def selected_params(selection: Mapping[str, Any], partition: str, split: int) ->
                          f"split {split}") from None
 
 
-def edge(grid: Grid, value: float) -> str:
-    """``" (the grid's lowest value)"`` / ``highest``, or ``""`` inside the grid.
-
-    A selection at an edge says the best value may lie outside the grid. A lowest value
-    of 0 is not an edge: every tuned key is non-negative, so nothing lies below it.
-    """
-    if len(grid.values) < 2:
-        return ""
-    if value == min(grid.values) and value != 0:
-        return " (the grid's lowest value)"
-    if value == max(grid.values):
-        return " (the grid's highest value)"
-    return ""
-
-
 def note(grids: Sequence[Grid], chosen: Mapping[tuple[str, int], Mapping[str, float]],
          criterion: str, rounds: int, seeds: Sequence[int], fraction: float,
          labels: Mapping[str, str] | None = None) -> str:
@@ -499,82 +431,3 @@ def notes_for(tuning: str | None, runs: pd.DataFrame | None,
     if not tuning or runs is None:
         return []
     return table_notes(json.loads(tuning), runs, labels, experiment_labels)
-
-
-# ---------------------------------------------------------------------------- jobs
-def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection: str,
-               figure: tuple[str, str] | None = None, title: str = "") -> dict[Any, Any]:
-    """``pflrepro tune-select``: score the tuning runs, select, write every output.
-
-    ``plan_json`` (:func:`pflrepro.workflow.tune_plan_json`): ``algorithm``, ``fixed``
-    (the method's config params), ``clients`` (per partition id), ``grids`` (key ->
-    values, ``log`` keys), ``criterion``, ``rounds``, ``seeds``, ``fraction`` and
-    ``trials``: one ``{point, partition, split, seed}`` per file of ``runs``, in order;
-    ``training`` (true): the grid is a shared training setting (no hyperparameters).
-    The selection file is rewritten only when its content changes.
-    """
-    from pathlib import Path
-
-    from pflrepro.io import atomic_path
-    from pflrepro.results import read_table
-
-    plan = json.loads(plan_json)
-    trials_spec = plan["trials"]
-    if len(trials_spec) != len(runs):
-        raise ValueError(f"{len(runs)} run file(s) for {len(trials_spec)} planned trial(s)")
-    grids = [Grid(k, tuple(v), log=k in plan.get("log", [])) for k, v in plan["grids"].items()]
-    trials = [Trial(point=t["point"], partition=t["partition"], split=int(t["split"]),
-                    seed=int(t["seed"]), frame=read_table(path))
-              for t, path in zip(trials_spec, runs, strict=True)]
-    from pflrepro.reporting.tuning import tuning_table, write_outputs
-
-    scores = score_trials(trials, plan["criterion"])
-    points = grid_points(grids)
-    chosen = select(scores, points)
-    shared = bool(plan.get("training"))  # a shared training setting: no hyperparameters
-    params = {(p, s): {} if shared else tied_params(plan["algorithm"], pt,
-                                                     int(plan["clients"][p]),
-                                                     plan.get("fixed", {}))
-              for (p, s), pt in chosen.items()}
-    table = tuning_table(scores, grids, chosen, plan["criterion"])
-    text = note(grids, chosen, plan["criterion"], int(plan["rounds"]), plan["seeds"],
-                float(plan["fraction"]), plan.get("labels"))
-    if plan.get("rounds_note"):
-        text += f" The budget of {plan['rounds']} rounds: {plan['rounds_note']}"
-    write_outputs(table, text, md, csv, title or "tuning")
-    content = selection_json(chosen, params, training=shared)
-    target = Path(selection)
-    if not target.exists() or target.read_text() != content:
-        with atomic_path(target) as tmp:
-            tmp.write_text(content)
-    if figure is not None:
-        from pflrepro.reporting.tuning import plot_tuning
-
-        plot_tuning(table, grids, figure[0], figure[1], title=title)
-    return chosen
-
-
-def add_subcommands(sub: Any) -> None:
-    """``pflrepro tune-split`` and ``pflrepro tune-select`` (argparse subparsers)."""
-    p = sub.add_parser("tune-split", help="a partition's validation partition for tuning: "
-                       "each client's training rows, a seeded fraction held out; test rows "
-                       "dropped")
-    p.add_argument("--partition", required=True)
-    p.add_argument("--fraction", default=str(DEFAULT_FRACTION), help="share held out "
-                   "(a number in (0, 1))")
-    p.add_argument("--seed", type=int, required=True, help="the split seed")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out,
-                                                             float(a.fraction), a.seed))
-
-    p = sub.add_parser("tune-select", help="score tuning runs on validation, select values, "
-                       "write the tuning table (Markdown, CSV), figure and selection")
-    p.add_argument("--plan", required=True, help="tuning plan as JSON (the workflow's)")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--selection", required=True)
-    p.add_argument("--figure", nargs=2, metavar=("PDF", "PNG"))
-    p.add_argument("--title", default="")
-    p.add_argument("runs", nargs="+")
-    p.set_defaults(func=lambda a: select_job(a.plan, a.runs, a.md, a.csv, a.selection,
-                                             tuple(a.figure) if a.figure else None, a.title))

@@ -14,11 +14,8 @@ In the workflow the ``by`` method is a tuned method like the others (its tuning 
 table, figure and selection file under ``results/tuning/<experiment>/<by>.*``); its
 selection file holds the selected settings under ``training`` (and no hyperparameters),
 and every final run of the experiment reads that file
-(:func:`pflrepro.workflow.selection_sources`).
-
-The tuning runs' and the final runs' specs (:func:`tune_run_spec_json`,
-:func:`tuned_run_spec_json`, the rules' ``W.*``) are built here, where the shared
-settings go into a run's ``training`` and a method's own values into its ``params``.
+(:func:`pflrepro.tuning_jobs.selection_sources`,
+:func:`pflrepro.tuning_jobs.tuned_run_spec_json`).
 
 A ``training:`` block tunes alone: with method grids beside it, those methods' tuning
 runs would train at the config's value rather than the one selected, so the two are
@@ -32,8 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pflrepro.config import RunKey, WorkflowConfig
-    from pflrepro.tuning import Grid
+    from pflrepro.tuning_grid import Grid
 
 #: Training keys a ``tune: training:`` block may select (floats in the run's training).
 SHARED_KEYS = ("lr",)
@@ -58,7 +54,7 @@ def parse_shared(spec: Any, where: str, methods: Mapping[str, Any],
     ``method_grids``: the block's ``methods:`` entry (must be empty: see the module
     docstring).
     """
-    from pflrepro.tuning import TuneError, parse_grid
+    from pflrepro.tuning_grid import TuneError, parse_grid
 
     if not isinstance(spec, Mapping):
         raise TuneError(f"{where}: a mapping {{by: <method>, <key>: <grid>}}")
@@ -90,74 +86,3 @@ def selected_training(selection: Mapping[str, Any], partition: str,
     except KeyError:
         raise ValueError(f"the shared training selection has no entry for partition "
                          f"{partition!r}, split {split}") from None
-
-
-def shared_tuning_method(cfg: WorkflowConfig, experiment: str) -> str | None:
-    """The method whose validation score selects ``experiment``'s shared training settings.
-
-    ``None`` without a ``tune: training:`` block.
-    """
-    tune = cfg.experiments[experiment].tune
-    return None if tune is None or tune.training is None else tune.training.by
-
-
-def selection_sources(cfg: WorkflowConfig, experiment: str, method: str) -> list[str]:
-    """The tuned methods whose selection files a final run of ``method`` reads.
-
-    Its own (when its hyperparameters are tuned) and the shared training selection's
-    method (every method of an experiment with a ``tune: training:`` block).
-    """
-    tune = cfg.experiments[experiment].tune
-    own = [method] if tune is not None and method in tune.methods else []
-    shared = shared_tuning_method(cfg, experiment)
-    return list(dict.fromkeys(own + ([shared] if shared is not None else [])))
-
-
-def _run_key(wildcards: Any) -> RunKey:
-    from pflrepro.config import RunKey
-
-    return RunKey(experiment=wildcards.experiment, partition=wildcards.partition,
-                  method=wildcards.method, split=int(wildcards.split), seed=int(wildcards.seed))
-
-
-def tune_run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
-    """A tuning run's spec: the final run's, with the grid point's params and the budget."""
-    from pflrepro.config import canonical_json
-    from pflrepro.tuning import grid_points, point_id, tied_params
-
-    exp = cfg.experiments[wildcards.experiment]
-    method = cfg.methods[wildcards.method]
-    points = {point_id(p): p for p in grid_points(exp.tune.methods[wildcards.method])}
-    point = points[wildcards.point]
-    spec = cfg.run_spec(_run_key(wildcards))
-    spec["training"] = {**spec["training"], "rounds": exp.tune.rounds}
-    if wildcards.method == shared_tuning_method(cfg, wildcards.experiment):
-        spec["training"].update(point)  # a shared training setting, not a hyperparameter
-        return canonical_json(spec)
-    clients = exp.partition(wildcards.partition).clients
-    spec["params"] = {**method.params,
-                      **tied_params(method.algorithm, point, clients, method.params)}
-    return canonical_json(spec)
-
-
-def tuned_run_spec_json(cfg: WorkflowConfig, wildcards: Any,
-                        selections: Mapping[str, Mapping[str, Any]]) -> str:
-    """A final run's spec with the values the tuning selected.
-
-    ``selections``: method -> its selection file's content, for each of
-    :func:`selection_sources`: the run's own hyperparameters (``params``) and the
-    experiment's shared training settings (``training``).
-    """
-    from pflrepro.config import canonical_json
-    from pflrepro.tuning import selected_params
-
-    spec = cfg.run_spec(_run_key(wildcards))
-    split = int(wildcards.split)
-    for method in selection_sources(cfg, wildcards.experiment, wildcards.method):
-        if method == shared_tuning_method(cfg, wildcards.experiment):
-            spec["training"].update(selected_training(selections[method],
-                                                      wildcards.partition, split))
-        else:
-            spec["params"].update(selected_params(selections[method], wildcards.partition,
-                                                  split))
-    return canonical_json(spec)

@@ -29,7 +29,7 @@ from pflrepro.reporting.figures.kinds import (
     rule_kinds,
     rule_options,
 )
-from pflrepro.tuning_training import shared_tuning_method
+from pflrepro.tuning_jobs import shared_tuning_method
 
 if TYPE_CHECKING:
     from pflrepro.reporting.claims.parse import Claim

@@ -154,31 +154,6 @@ def test_select_best_mean_over_seeds_first_on_ties() -> None:
     assert chosen == {("p", 0): {"sigma": 1e-3}}
 
 
-def test_select_job_writes_outputs(tmp_path) -> None:  # noqa: ANN001
-    from pflrepro.io import write_parquet
-
-    points = [{"sigma": 1e-5}, {"sigma": 1e-3}]
-    paths = []
-    for i, curve in enumerate(([0.5, 0.6], [0.5, 0.9])):
-        frame = _run(curve)
-        for col in R.CONFIG_COLUMNS:
-            frame[col] = 0 if col.endswith("_seed") else "x"
-        paths.append(str(tmp_path / f"r{i}.parquet"))
-        write_parquet(frame, paths[-1])
-    plan = {"algorithm": "fedamp", "fixed": {}, "clients": {"p": 20},
-            "grids": {"sigma": [1e-5, 1e-3]}, "log": ["sigma"], "criterion": "best_mean",
-            "rounds": 1, "seeds": [0], "fraction": 0.2,
-            "trials": [{"point": p, "partition": "p", "split": 0, "seed": 0} for p in points]}
-    out = {k: str(tmp_path / f"t.{k}") for k in ("md", "csv", "json", "pdf", "png")}
-    T.select_job(json.dumps(plan), paths, out["md"], out["csv"], out["json"],
-                 (out["pdf"], out["png"]), "t")
-    selection = json.loads(open(out["json"]).read())
-    assert selection["p"]["0"]["params"] == {"sigma": 1e-3, "alpha": 5e-5, "lam": 5e-5}
-    assert "sigma chosen on validation from {1e-05, 0.001}: p split 0: 0.001" in \
-        open(out["md"]).read()
-    assert len(pd.read_csv(out["csv"])) == 2
-
-
 def test_a_selection_at_the_grid_edge_is_said() -> None:
     g = T.Grid("sigma", (1e-3, 1e-5, 1e-4), log=True)
     assert T.edge(g, 1e-5) == " (the grid's lowest value)"
@@ -258,6 +233,7 @@ def test_fedamp_grids_reach_below_0_01_include_0_and_refine_sigma() -> None:
             if method == "fedamp":
                 inside = sorted(v for v in grids["sigma"] if 1e-6 <= v <= 1e-4)
                 assert len(inside) >= 5, (exp.name, inside)
-                assert all(b / a <= 3.5 for a, b in zip(inside, inside[1:])), exp.name
+                steps = [b / a for a, b in zip(inside[:-1], inside[1:], strict=True)]
+                assert max(steps) <= 3.5, exp.name
             seen += 1
     assert seen >= 2 * 15  # 12 paper-scale, 3 CPU-scale experiments

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pflrepro.tuning import Grid
+    from pflrepro.tuning_grid import Grid
 
 #: The warning of a selected point whose best validation round is the budget's last.
 LAST_ROUND = "best validation round is the budget's last (the score may still rise)"
@@ -31,7 +31,7 @@ LAST_ROUND = "best validation round is the budget's last (the score may still ri
 
 def _warning(grids: Sequence[Grid], row: Mapping[str, object], criterion: str) -> str:
     """The selected row's warnings, ``"; "``-joined (``""``: none)."""
-    from pflrepro.tuning import edge
+    from pflrepro.tuning_grid import edge
 
     values = {g.key: float(row[f"value_{g.key}"]) for g in grids}
     out = [f"{g.key} = {values[g.key]:.3g}: {edge(g, values[g.key]).strip(' ()')}"
@@ -48,7 +48,7 @@ def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
 
     ``scores``: :func:`pflrepro.tuning.score_trials`' rows.
     """
-    from pflrepro.tuning import point_id
+    from pflrepro.tuning_grid import point_id
 
     keys = [f"value_{g.key}" for g in grids]
     table = (scores.groupby(["partition", "split", "point", *keys], sort=False)
@@ -110,8 +110,11 @@ def write_outputs(table: pd.DataFrame, note_text: str, md: str, csv: str,
 
 
 def _set_scale(ax: object, grid: Grid) -> None:
-    """Log x for a log grid or positive values over two decades or more; with a 0 among
-    values over such a span, symlog (linear below the smallest positive value)."""
+    """The x scale of ``grid``'s panel.
+
+    Log for a log grid or positive values over two decades or more; with a 0 among
+    values over such a span, symlog (linear below the smallest positive value).
+    """
     positive = [v for v in grid.values if v > 0]
     wide = len(positive) >= 2 and max(positive) >= 100 * min(positive)
     if grid.log or (wide and len(positive) == len(grid.values)):
