@@ -237,3 +237,15 @@ def test_fedamp_grids_reach_below_0_01_include_0_and_refine_sigma() -> None:
                 assert max(steps) <= 3.5, exp.name
             seen += 1
     assert seen >= 2 * 15  # 12 paper-scale, 3 CPU-scale experiments
+
+
+def test_a_shared_training_note_names_every_method_and_the_selecting_one() -> None:
+    selection = {"p": {"0": {"point": {"lr": 0.2}, "params": {}, "training": {"lr": 0.2}}}}
+    spec = [{"experiment": "e", "method": "fedavg", "algorithm": "fedavg", "training": True,
+             "grids": {"lr": [0.05, 0.2, 0.4]}, "log": [], "criterion": "final_mean",
+             "rounds": 20, "seeds": [0], "fraction": 0.2, "selection": selection}]
+    runs = pd.DataFrame([{"experiment": "e", "method": "fedavg", "partition": "p",
+                          "split_seed": 0, "train_seed": 0, "params": "{}"}])
+    (text,) = T.table_notes(spec, runs)
+    assert text.startswith("every method's training, selected by fedavg's score: lr chosen "
+                           "on validation from {0.05, 0.2, 0.4}: p split 0: 0.2 (final mean")
