@@ -217,7 +217,7 @@ def _list(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pflrepro.status import format_status, iter_expected, job_status
+    from pflrepro.status import format_status, iter_expected, job_status, tuning_warnings
 
     results = Path(args.results)
     if not results.is_dir():
@@ -234,7 +234,7 @@ def _status(args: argparse.Namespace) -> None:
                     for k in iter_expected(cfg.runs(name))]
     jobs = job_status(args.results, args.logs, expected=expected,
                       stale_after_s=args.stale_after * 60.0)
-    sys.stdout.write(format_status(jobs))
+    sys.stdout.write(format_status(jobs, tuning_warnings(args.results)))
 
 
 def _cost(args: argparse.Namespace) -> None:
@@ -692,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
 
     add_subcommands(sub)
-    from pflrepro.tuning import add_subcommands as add_tuning  # tune-split, tune-select
+    from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
 
     add_tuning(sub)
     return parser

@@ -117,6 +117,8 @@ def _tuned_by(cfg: WorkflowConfig, name: str) -> tuple[dict[str, list[str]],
     for exp_name, exp in cfg.experiments.items():
         if exp.tune is None or name not in exp.tune.methods or name not in exp.methods:
             continue
+        if exp.tune.training is not None and exp.tune.training.by == name:
+            continue  # it selects shared training settings, not its hyperparameters
         grids = exp.tune.methods[name]
         for g in grids:
             tuned.setdefault(g.key, []).append(exp_name)

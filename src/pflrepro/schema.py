@@ -255,11 +255,23 @@ def _tune_schema() -> dict[str, Any]:
                                                             "exclusiveMinimum": 0},
                                 "minItems": 2, "maxItems": 2},
                         "num": {"type": "integer", "minimum": 2}}}]}
+    from pflrepro.tuning_training import SHARED_KEYS
+
     return {
-        "type": "object", "additionalProperties": False, "required": ["methods"],
+        "type": "object", "additionalProperties": False,
+        "anyOf": [{"required": ["methods"]}, {"required": ["training"]}],
         "description": "Hyperparameters the papers leave unstated, selected on validation "
                        "rows carved from each client's training rows (never the test rows).",
         "properties": {
+            "training": {
+                "type": "object", "additionalProperties": False, "required": ["by"],
+                "description": "Training settings every method of the experiment shares, "
+                               "selected by the validation score of method `by` alone; "
+                               "every method's final runs train at the selected values "
+                               "(pflrepro.tuning_training). Tunes alone (no `methods`).",
+                "properties": {"by": {"type": "string", "description": "The method whose "
+                                      "validation score selects the values."},
+                               **{k: grid for k in SHARED_KEYS}}},
             "methods": {"type": "object", "description": "method -> {key: grid}; a grid is "
                         "a list or {log: [lo, hi], num: n}; a key the method fixes is not "
                         "tuned.",
@@ -267,6 +279,9 @@ def _tune_schema() -> dict[str, Any]:
                                                  "additionalProperties": grid}},
             "rounds": {"type": "integer", "minimum": 1,
                        "description": "Rounds of each tuning run (default: the experiment's)."},
+            "rounds_note": {"type": "string", "description": "Why the budget is what it is "
+                            "(e.g. shorter than the curves need), printed under the tuning "
+                            "tables."},
             "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0},
                       "minItems": 1, "description": "Training seeds of the tuning runs."},
             "fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,

@@ -4,7 +4,9 @@
 it finds as finished, running, failed or stale (and, given the config's list of jobs,
 pending); :func:`format_status` renders that. It reads back what a running job writes
 through :mod:`pflrepro.progress` (its log lines, its progress table); split from
-that module so that the training code imports none of this.
+that module so that the training code imports none of this. :func:`tuning_warnings`
+lists the tuning selections that may have missed their optimum (a value at its grid's
+edge, a best validation round at the budget's end: :mod:`pflrepro.reporting.tuning`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 from pflrepro.progress import PROGRESS_TABLE_SUFFIX, format_duration, progress_table_path
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from pflrepro.config import RunKey
 
 #: A progress line in a job's log (see :meth:`RoundSummary.line`).
@@ -117,10 +121,53 @@ def _message(line: str) -> str:
     return (m.group(1) if m else line).strip()
 
 
-def format_status(jobs: Sequence[JobStatus]) -> str:
-    """Counts per experiment and state, then one line per job that is not finished."""
+def tuning_warnings(results: str | Path = "results") -> list[str]:
+    """``<experiment>/<method>, <partition> split <s>: <warning>`` per warned selection.
+
+    Read from the tuning tables ``results/tuning/<experiment>/<method>.csv``: the
+    selected rows' ``warning`` column; a table without that column (written before it
+    existed) has its selections checked here for a value at its grid's edge (the
+    lowest, unless 0, or the highest of the values tried on that partition and split).
+    """
+    import pandas as pd
+
+    out = []
+    for path in sorted(Path(results).glob("tuning/*/*.csv")):
+        table = pd.read_csv(path)
+        if "selected" not in table.columns:
+            continue
+        keys = [c for c in table.columns if c.startswith("value_")]
+        for (partition, split), sub in table.groupby(["partition", "split"], sort=True):
+            for row in sub[sub["selected"].astype(bool)].to_dict("records"):
+                text = row["warning"] if "warning" in table.columns else _edges(sub, row,
+                                                                                 keys)
+                if isinstance(text, str) and text:
+                    out.append(f"{path.parent.name}/{path.stem}, {partition} split {split}: "
+                               f"{text}")
+    return out
+
+
+def _edges(rows: pd.DataFrame, row: dict[str, object], keys: Sequence[str]) -> str:
+    """The selected ``row``'s values at an edge of those tried in ``rows`` (not a low 0)."""
+    found = []
+    for k in keys:
+        lo, hi, value = rows[k].min(), rows[k].max(), row[k]
+        if lo == hi:
+            continue
+        if value == lo and lo != 0:
+            found.append(f"{k[len('value_'):]} = {value:.3g}: the grid's lowest value")
+        elif value == hi:
+            found.append(f"{k[len('value_'):]} = {value:.3g}: the grid's highest value")
+    return "; ".join(found)
+
+
+def format_status(jobs: Sequence[JobStatus], warnings: Sequence[str] = ()) -> str:
+    """Counts per experiment and state, one line per job not finished, tuning warnings."""
+    tail = ["", "tuning selections that may miss their optimum (results/tuning/):",
+            *(f"  {w}" for w in warnings)] if warnings else []
     if not jobs:
-        return "no training jobs found (no results/runs, no logs/train)\n"
+        return "\n".join(["no training jobs found (no results/runs, no logs/train)",
+                          *tail]) + "\n"
     experiments = sorted({j.experiment for j in jobs})
     lines = ["| experiment | " + " | ".join(STATES) + " |",
              "|:--|" + "--:|" * len(STATES)]
@@ -135,7 +182,7 @@ def format_status(jobs: Sequence[JobStatus]) -> str:
             lines += ["", f"{state}:"]
             lines += [f"  {j.experiment}/{j.partition}/{j.method}/{j.run}: {j.detail}"
                       for j in chosen]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + tail) + "\n"
 
 
 def iter_expected(runs: Iterable[RunKey]) -> Iterator[tuple[str, str, str, str]]:

@@ -24,7 +24,9 @@ Choices (the issue, not the papers, asks for them):
   averaged over the tuning seeds; a tie goes to the first grid point (grid order);
 * values tied to the tuned ones are declared by the algorithm class as
   ``tied_values(point, clients) -> params`` (e.g. FedAMP: α = σ/K); a key the method's
-  config fixes is not tuned (the config wins) and, tied or not, keeps its value.
+  config fixes is not tuned (the config wins) and, tied or not, keeps its value;
+* a ``training:`` block tunes a training setting every method of the experiment shares
+  (the lr), selected by one method's validation score (:mod:`pflrepro.tuning_training`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pflrepro.seeding import SETUP_ROUND, numpy_generator
+from pflrepro.tuning_grid import Grid, TuneError, edge, parse_grid, point_id
+from pflrepro.tuning_training import SharedTune, parse_shared
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,56 +57,7 @@ PURPOSE = "validation"
 VALIDATION_KEY = "validation_of"
 
 
-class TuneError(ValueError):
-    """A ``tune:`` block that cannot be run; the message names the key."""
-
-
 # ------------------------------------------------------------------------------ grids
-@dataclass(frozen=True)
-class Grid:
-    """The values tried for one key; ``log``: log-spaced (plotted on a log axis)."""
-
-    key: str
-    values: tuple[float, ...]
-    log: bool = False
-
-
-def _clean(value: float) -> float:
-    """``value`` to 12 significant digits (``1e-05``, not ``1.0000000000000004e-05``)."""
-    return float(f"{value:.12g}")
-
-
-def parse_grid(key: str, spec: Any, where: str) -> Grid:
-    """A grid from a list of numbers or ``{log: [lo, hi], num: n}`` (n >= 2, 0 < lo < hi).
-
-    >>> parse_grid("sigma", {"log": [1e-3, 1e-1], "num": 3}, "x").values
-    (0.001, 0.01, 0.1)
-    """
-    if isinstance(spec, Mapping):
-        unknown = sorted(set(spec) - {"log", "num"})
-        bounds, num = spec.get("log"), spec.get("num")
-        if unknown or not isinstance(bounds, list | tuple) or len(bounds) != 2 \
-                or isinstance(num, bool) or not isinstance(num, int) or num < 2:
-            raise TuneError(f"{where}: a log range is {{log: [lo, hi], num: n}} with n >= 2, "
-                            f"got {dict(spec)!r}")
-        lo, hi = (float(b) for b in bounds)
-        if not (0 < lo < hi and math.isfinite(hi)):
-            raise TuneError(f"{where}.log: needs 0 < lo < hi, got {list(bounds)}")
-        values = tuple(_clean(v) for v in np.logspace(math.log10(lo), math.log10(hi), num))
-        return Grid(key, values, log=True)
-    if not isinstance(spec, list | tuple) or not spec:
-        raise TuneError(f"{where}: a grid is a non-empty list of numbers or "
-                        f"{{log: [lo, hi], num: n}}, got {spec!r}")
-    values = []
-    for v in spec:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise TuneError(f"{where}: grid values must be finite numbers, got {v!r}")
-        values.append(_clean(float(v)))
-    if len(set(values)) != len(values):
-        raise TuneError(f"{where}: a value is listed twice in {list(spec)}")
-    return Grid(key, tuple(values), log=False)
-
-
 @dataclass(frozen=True)
 class TuneConfig:
     """An experiment's ``tune:`` block, parsed."""
@@ -112,11 +67,16 @@ class TuneConfig:
     seeds: tuple[int, ...]
     fraction: float = DEFAULT_FRACTION
     criterion: str = "best_mean"
+    #: the shared training block; its ``by`` method's grids are in ``methods`` too
+    training: SharedTune | None = None
+    #: why the budget is what it is, printed under the tuning tables
+    rounds_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (Snakemake params: a change reruns the tuning)."""
+        shared = {} if self.training is None else {"training": self.training.to_dict()}
         return {"rounds": self.rounds, "seeds": list(self.seeds), "fraction": self.fraction,
-                "criterion": self.criterion,
+                "criterion": self.criterion, "rounds_note": self.rounds_note, **shared,
                 "methods": {m: {g.key: list(g.values) for g in grids}
                             for m, grids in self.methods.items()}}
 
@@ -133,7 +93,8 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
         return None
     if not isinstance(spec, Mapping):
         raise TuneError(f"{where}: must be a mapping")
-    unknown = sorted(set(spec) - {"methods", "rounds", "seeds", "fraction", "criterion"})
+    unknown = sorted(set(spec) - {"methods", "rounds", "seeds", "fraction", "criterion",
+                                  "training", "rounds_note"})
     if unknown:
         raise TuneError(f"{where}: unknown key(s) {unknown}")
     budget = int(spec.get("rounds", rounds))
@@ -150,6 +111,11 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     if criterion not in CRITERIA:
         raise TuneError(f"{where}.criterion: {criterion!r} is not one of {list(CRITERIA)}")
     parsed: dict[str, tuple[Grid, ...]] = {}
+    shared = None
+    if spec.get("training") is not None:
+        shared = parse_shared(spec["training"], f"{where}.training", methods,
+                              spec.get("methods") or {})
+        parsed[shared.by] = shared.grids
     for method, grids in (spec.get("methods") or {}).items():
         if method not in methods:
             raise TuneError(f"{where}.methods: {method!r} is not a method of the experiment")
@@ -168,7 +134,8 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     if not parsed:
         return None
     return TuneConfig(methods=parsed, rounds=budget, seeds=seeds, fraction=fraction,
-                      criterion=criterion)
+                      criterion=criterion, training=shared,
+                      rounds_note=str(spec.get("rounds_note", "")))
 
 
 def tunable_keys(algorithm: str) -> tuple[str, ...]:
@@ -190,11 +157,6 @@ def grid_points(grids: Sequence[Grid]) -> list[dict[str, float]]:
     """Every combination of the grids' values, the first grid outermost."""
     return [dict(zip([g.key for g in grids], combo, strict=True))
             for combo in itertools.product(*(g.values for g in grids))]
-
-
-def point_id(point: Mapping[str, float]) -> str:
-    """A path-safe name of a grid point, e.g. ``sigma1e-05_prox1``."""
-    return "_".join(f"{k}{v:.12g}" for k, v in point.items())
 
 
 def tied_params(algorithm: str, point: Mapping[str, float], clients: int,
@@ -327,7 +289,10 @@ def xi_contrast(frame: pd.DataFrame) -> tuple[float, float]:
 
 
 def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
-    """One row per trial: point values, partition, split, seed, score, its round, ξ."""
+    """One row per trial: point values, partition, split, seed, score, its round, ξ.
+
+    ``last_round``: the run's last evaluated round (the budget's end).
+    """
     import pandas as pd
 
     rows = []
@@ -337,6 +302,7 @@ def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
         rows.append({"partition": t.partition, "split": t.split, "point": point_id(t.point),
                      **{f"value_{k}": v for k, v in t.point.items()},
                      "seed": t.seed, "score": value, "round": at,
+                     "last_round": int(mean_accuracy_curve(t.frame).index.max()),
                      "xi_within": within, "xi_across": across})
     return pd.DataFrame(rows)
 
@@ -362,12 +328,18 @@ def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]]) -> dict[
 
 
 def selection_json(chosen: Mapping[tuple[str, int], Mapping[str, float]],
-                   params: Mapping[tuple[str, int], Mapping[str, Any]]) -> str:
-    """The selection file: ``{partition: {split: {"point": ..., "params": ...}}}``."""
+                   params: Mapping[tuple[str, int], Mapping[str, Any]],
+                   training: bool = False) -> str:
+    """The selection file: ``{partition: {split: {"point": ..., "params": ...}}}``.
+
+    ``training``: the point is a shared training setting, also written as ``training``.
+    """
     out: dict[str, dict[str, Any]] = {}
     for (partition, split), point in sorted(chosen.items()):
-        out.setdefault(partition, {})[str(split)] = {"point": dict(point),
-                                                     "params": dict(params[(partition, split)])}
+        entry = {"point": dict(point), "params": dict(params[(partition, split)])}
+        if training:
+            entry["training"] = dict(point)
+        out.setdefault(partition, {})[str(split)] = entry
     return json.dumps(out, sort_keys=True, indent=1) + "\n"
 
 
@@ -378,20 +350,6 @@ def selected_params(selection: Mapping[str, Any], partition: str, split: int) ->
     except KeyError:
         raise ValueError(f"the tuning selection has no entry for partition {partition!r}, "
                          f"split {split}") from None
-
-
-def edge(grid: Grid, value: float) -> str:
-    """``" (the grid's lowest value)"`` / ``highest``, or ``""`` inside the grid.
-
-    A selection at an edge says the best value may lie outside the grid.
-    """
-    if len(grid.values) < 2:
-        return ""
-    if value == min(grid.values):
-        return " (the grid's lowest value)"
-    if value == max(grid.values):
-        return " (the grid's highest value)"
-    return ""
 
 
 def note(grids: Sequence[Grid], chosen: Mapping[tuple[str, int], Mapping[str, float]],
@@ -454,7 +412,9 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
                         f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
                         f"the runs' {wrong} are not the tuning selection's {want}")
         where = f" ({exp_shown.get(entry['experiment'], entry['experiment'])})" if several else ""
-        notes.append(f"{entry['method']}{where}: " + note(
+        who = (f"every method's training, selected by {entry['method']}'s score{where}: "
+               if entry.get("training") else f"{entry['method']}{where}: ")
+        notes.append(who + note(
             grids, chosen, entry["criterion"], int(entry["rounds"]), entry["seeds"],
             float(entry["fraction"]), labels))
     return notes
@@ -471,112 +431,3 @@ def notes_for(tuning: str | None, runs: pd.DataFrame | None,
     if not tuning or runs is None:
         return []
     return table_notes(json.loads(tuning), runs, labels, experiment_labels)
-
-
-def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
-                 chosen: Mapping[tuple[str, int], Mapping[str, float]]) -> pd.DataFrame:
-    """Every value tried: mean score (and ξ contrast) over seeds, and which was chosen."""
-    keys = [f"value_{g.key}" for g in grids]
-    table = (scores.groupby(["partition", "split", "point", *keys], sort=False)
-             .agg(score=("score", "mean"), seeds=("seed", "nunique"),
-                  best_round=("round", "mean"), xi_within=("xi_within", "mean"),
-                  xi_across=("xi_across", "mean")).reset_index())
-    chosen_ids = {(p, s): point_id(pt) for (p, s), pt in chosen.items()}
-    table["selected"] = [chosen_ids.get((p, int(s))) == pid for p, s, pid in
-                         zip(table["partition"], table["split"], table["point"], strict=True)]
-    return table
-
-
-def write_outputs(table: pd.DataFrame, note_text: str, md: str, csv: str,
-                  title: str) -> None:
-    """The tuning table as CSV and Markdown (with the note), each written atomically."""
-    from pflrepro.io import atomic_path
-
-    with atomic_path(csv) as tmp:
-        table.to_csv(tmp, index=False)
-    shown = table.copy()
-    shown["score"] = (100 * shown["score"]).map(lambda v: f"{v:.2f}")
-    for col in ("xi_within", "xi_across"):
-        if shown[col].isna().all():
-            shown = shown.drop(columns=col)
-        else:
-            shown[col] = shown[col].map(lambda v: f"{v:.4f}")
-    shown = shown.rename(columns={"score": "validation acc (%)"})
-    header = "| " + " | ".join(shown.columns) + " |"
-    lines = [f"# {title}", "", header, "|" + "---|" * len(shown.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |"
-              for row in shown.itertuples(index=False)]
-    with atomic_path(md) as tmp, open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + f"\n\n{note_text}\n")
-
-
-# ---------------------------------------------------------------------------- jobs
-def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection: str,
-               figure: tuple[str, str] | None = None, title: str = "") -> dict[Any, Any]:
-    """``pflrepro tune-select``: score the tuning runs, select, write every output.
-
-    ``plan_json`` (:func:`pflrepro.workflow.tune_plan_json`): ``algorithm``, ``fixed``
-    (the method's config params), ``clients`` (per partition id), ``grids`` (key ->
-    values, ``log`` keys), ``criterion``, ``rounds``, ``seeds``, ``fraction`` and
-    ``trials``: one ``{point, partition, split, seed}`` per file of ``runs``, in order.
-    The selection file is rewritten only when its content changes.
-    """
-    from pathlib import Path
-
-    from pflrepro.io import atomic_path
-    from pflrepro.results import read_table
-
-    plan = json.loads(plan_json)
-    trials_spec = plan["trials"]
-    if len(trials_spec) != len(runs):
-        raise ValueError(f"{len(runs)} run file(s) for {len(trials_spec)} planned trial(s)")
-    grids = [Grid(k, tuple(v), log=k in plan.get("log", [])) for k, v in plan["grids"].items()]
-    trials = [Trial(point=t["point"], partition=t["partition"], split=int(t["split"]),
-                    seed=int(t["seed"]), frame=read_table(path))
-              for t, path in zip(trials_spec, runs, strict=True)]
-    scores = score_trials(trials, plan["criterion"])
-    points = grid_points(grids)
-    chosen = select(scores, points)
-    params = {(p, s): tied_params(plan["algorithm"], pt, int(plan["clients"][p]),
-                                  plan.get("fixed", {}))
-              for (p, s), pt in chosen.items()}
-    table = tuning_table(scores, grids, chosen)
-    text = note(grids, chosen, plan["criterion"], int(plan["rounds"]), plan["seeds"],
-                float(plan["fraction"]), plan.get("labels"))
-    write_outputs(table, text, md, csv, title or "tuning")
-    content = selection_json(chosen, params)
-    target = Path(selection)
-    if not target.exists() or target.read_text() != content:
-        with atomic_path(target) as tmp:
-            tmp.write_text(content)
-    if figure is not None:
-        from pflrepro.reporting.tuning import plot_tuning
-
-        plot_tuning(table, grids, figure[0], figure[1], title=title)
-    return chosen
-
-
-def add_subcommands(sub: Any) -> None:
-    """``pflrepro tune-split`` and ``pflrepro tune-select`` (argparse subparsers)."""
-    p = sub.add_parser("tune-split", help="a partition's validation partition for tuning: "
-                       "each client's training rows, a seeded fraction held out; test rows "
-                       "dropped")
-    p.add_argument("--partition", required=True)
-    p.add_argument("--fraction", default=str(DEFAULT_FRACTION), help="share held out "
-                   "(a number in (0, 1))")
-    p.add_argument("--seed", type=int, required=True, help="the split seed")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out,
-                                                             float(a.fraction), a.seed))
-
-    p = sub.add_parser("tune-select", help="score tuning runs on validation, select values, "
-                       "write the tuning table (Markdown, CSV), figure and selection")
-    p.add_argument("--plan", required=True, help="tuning plan as JSON (the workflow's)")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--selection", required=True)
-    p.add_argument("--figure", nargs=2, metavar=("PDF", "PNG"))
-    p.add_argument("--title", default="")
-    p.add_argument("runs", nargs="+")
-    p.set_defaults(func=lambda a: select_job(a.plan, a.runs, a.md, a.csv, a.selection,
-                                             tuple(a.figure) if a.figure else None, a.title))

@@ -29,6 +29,7 @@ from pflrepro.reporting.figures.kinds import (
     rule_kinds,
     rule_options,
 )
+from pflrepro.tuning_jobs import shared_tuning_method
 
 if TYPE_CHECKING:
     from pflrepro.reporting.claims.parse import Claim
@@ -856,6 +857,8 @@ def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:
         "log": [g.key for g in grids if g.log], "criterion": tune.criterion,
         "rounds": tune.rounds, "seeds": list(tune.seeds), "fraction": tune.fraction,
         "labels": dict(exp.partition_labels),
+        **({"rounds_note": tune.rounds_note} if tune.rounds_note else {}),
+        **({"training": True} if method == shared_tuning_method(cfg, experiment) else {}),
         "trials": tune_trials(cfg, experiment, method)})
 
 
@@ -876,33 +879,6 @@ def table_tuning_json(cfg: WorkflowConfig, experiments: Iterable[str],
             out.append({"experiment": name, "method": method, **plan,
                         "selection": dict(selections[(name, method)])})
     return canonical_json(out)
-
-
-def tune_run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
-    """A tuning run's spec: the final run's, with the grid point's params and the budget."""
-    from pflrepro.tuning import grid_points, point_id, tied_params
-
-    exp = cfg.experiments[wildcards.experiment]
-    method = cfg.methods[wildcards.method]
-    points = {point_id(p): p for p in grid_points(exp.tune.methods[wildcards.method])}
-    point = points[wildcards.point]
-    spec = cfg.run_spec(_key(wildcards))
-    clients = exp.partition(wildcards.partition).clients
-    spec["params"] = {**method.params,
-                      **tied_params(method.algorithm, point, clients, method.params)}
-    spec["training"] = {**spec["training"], "rounds": exp.tune.rounds}
-    return canonical_json(spec)
-
-
-def tuned_run_spec_json(cfg: WorkflowConfig, wildcards: Any,
-                        selection: Mapping[str, Any]) -> str:
-    """A final run's spec with the values the tuning selected (its ``params``)."""
-    from pflrepro.tuning import selected_params
-
-    spec = cfg.run_spec(_key(wildcards))
-    spec["params"] = {**spec["params"],
-                      **selected_params(selection, wildcards.partition, int(wildcards.split))}
-    return canonical_json(spec)
 
 
 def read_selection(path: str) -> dict[str, Any]:

@@ -59,3 +59,25 @@ def test_status_command_on_an_empty_directory(tmp_path: Path,
     assert main(["status", "--results", str(tmp_path / "r"), "--logs",
                  str(tmp_path / "l")]) == 0
     assert "no training jobs found" in capsys.readouterr().out
+
+
+def test_status_lists_tuning_selections_that_may_miss_their_optimum(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from pflrepro.status import tuning_warnings
+
+    root = tmp_path / "results/tuning/e"
+    root.mkdir(parents=True)
+    rows = [{"partition": "p", "split": 0, "point": f"s{s}", "value_sigma": s,
+             "value_prox": x, "selected": sel}
+            for s, x, sel in ((1e-6, 0.0, True), (1e-5, 1.0, False))]
+    # a table with the warning column: its text; one without: the edges found here
+    pd.DataFrame([{**r, "warning": "w" if r["selected"] else ""} for r in rows]) \
+        .to_csv(root / "fedamp.csv", index=False)
+    pd.DataFrame(rows).to_csv(root / "heurfedamp.csv", index=False)
+    found = tuning_warnings(tmp_path / "results")
+    assert found == ["e/fedamp, p split 0: w",
+                     "e/heurfedamp, p split 0: sigma = 1e-06: the grid's lowest value"]
+    text = format_status([], found)
+    assert "tuning selections that may miss their optimum" in text and "  e/fedamp" in text
+    main(["status", "--results", str(tmp_path / "results"), "--logs", str(tmp_path / "l")])

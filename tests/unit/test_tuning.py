@@ -144,37 +144,14 @@ def test_select_best_mean_over_seeds_first_on_ties() -> None:
     scores = T.score_trials(trials, "best_mean")
     chosen = T.select(scores, points)
     assert chosen == {("p", 0): {"sigma": 1e-5}}
-    table = T.tuning_table(scores, [T.Grid("sigma", (1e-5, 1e-3, 1e-1), log=True)], chosen)
+    from pflrepro.reporting.tuning import tuning_table
+
+    table = tuning_table(scores, [T.Grid("sigma", (1e-5, 1e-3, 1e-1), log=True)], chosen)
     assert table["score"].tolist() == pytest.approx([0.7, 0.7, 0.35])
     assert table["selected"].tolist() == [True, False, False]
     # without the second seed, 1e-3 wins
     chosen = T.select(scores[scores["seed"] == 0], points)
     assert chosen == {("p", 0): {"sigma": 1e-3}}
-
-
-def test_select_job_writes_outputs(tmp_path) -> None:  # noqa: ANN001
-    from pflrepro.io import write_parquet
-
-    points = [{"sigma": 1e-5}, {"sigma": 1e-3}]
-    paths = []
-    for i, curve in enumerate(([0.5, 0.6], [0.5, 0.9])):
-        frame = _run(curve)
-        for col in R.CONFIG_COLUMNS:
-            frame[col] = 0 if col.endswith("_seed") else "x"
-        paths.append(str(tmp_path / f"r{i}.parquet"))
-        write_parquet(frame, paths[-1])
-    plan = {"algorithm": "fedamp", "fixed": {}, "clients": {"p": 20},
-            "grids": {"sigma": [1e-5, 1e-3]}, "log": ["sigma"], "criterion": "best_mean",
-            "rounds": 1, "seeds": [0], "fraction": 0.2,
-            "trials": [{"point": p, "partition": "p", "split": 0, "seed": 0} for p in points]}
-    out = {k: str(tmp_path / f"t.{k}") for k in ("md", "csv", "json", "pdf", "png")}
-    T.select_job(json.dumps(plan), paths, out["md"], out["csv"], out["json"],
-                 (out["pdf"], out["png"]), "t")
-    selection = json.loads(open(out["json"]).read())
-    assert selection["p"]["0"]["params"] == {"sigma": 1e-3, "alpha": 5e-5, "lam": 5e-5}
-    assert "sigma chosen on validation from {1e-05, 0.001}: p split 0: 0.001" in \
-        open(out["md"]).read()
-    assert len(pd.read_csv(out["csv"])) == 2
 
 
 def test_a_selection_at_the_grid_edge_is_said() -> None:
@@ -183,6 +160,9 @@ def test_a_selection_at_the_grid_edge_is_said() -> None:
     assert T.edge(g, 1e-3) == " (the grid's highest value)"
     assert T.edge(g, 1e-4) == ""
     assert T.edge(T.Grid("sigma", (1e-4,)), 1e-4) == ""  # a one-value grid has no edge
+    # nothing lies below 0 (every tuned key is non-negative): 0 is no edge, the top is
+    prox = T.Grid("prox", (0.0, 0.01, 0.1, 1.0))
+    assert T.edge(prox, 0.0) == "" and T.edge(prox, 1.0) == " (the grid's highest value)"
     text = T.note([g], {("p", 0): {"sigma": 1e-5}, ("q", 1): {"sigma": 1e-4}}, "best_mean",
                   10, [0], 0.2, labels={"p": "practical"})
     assert ("sigma chosen on validation from {0.001, 1e-05, 0.0001}: practical split 0: "
@@ -221,3 +201,51 @@ def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
     assert T.notes_for(json.dumps(spec), runs, labels={"p": "practical"}) == notes
     assert T.notes_for(None, runs) == [] and T.notes_for("[]", runs) == []
     assert T.notes_for(json.dumps(spec), None) == []  # a paper table with no runs yet
+
+
+def test_score_trials_record_the_budgets_last_round() -> None:
+    scores = T.score_trials([T.Trial({"sigma": 1e-5}, "p", 0, 0, _run([0.5, 0.8, 0.7]))],
+                            "best_mean")
+    assert scores[["round", "last_round"]].values.tolist() == [[1, 2]]
+
+
+def test_fedamp_grids_reach_below_0_01_include_0_and_refine_sigma() -> None:
+    """Every FedAMP / HeurFedAMP grid of config.yaml: lam/alpha from 0 and a value below
+    0.01; FedAMP's sigma at half-decade steps or finer over 1e-6 .. 1e-4."""
+    from pathlib import Path
+
+    import yaml
+
+    from pflrepro.config import parse
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = parse(yaml.safe_load((repo / "config.yaml").read_text()))
+    seen = 0
+    for exp in cfg.experiments.values():
+        for method in ("fedamp", "heurfedamp"):
+            if exp.tune is None or method not in exp.tune.methods:
+                continue
+            grids = {g.key: g.values for g in exp.tune.methods[method]}
+            assert 0 in grids["prox"] and min(v for v in grids["prox"] if v > 0) < 0.1, \
+                (exp.name, method)
+            if exp.scale == "paper":
+                assert min(v for v in grids["prox"] if v > 0) < 0.01, exp.name
+            if method == "fedamp":
+                inside = sorted(v for v in grids["sigma"] if 1e-6 <= v <= 1e-4)
+                assert len(inside) >= 5, (exp.name, inside)
+                steps = [b / a for a, b in zip(inside[:-1], inside[1:], strict=True)]
+                assert max(steps) <= 3.5, exp.name
+            seen += 1
+    assert seen >= 2 * 15  # 12 paper-scale, 3 CPU-scale experiments
+
+
+def test_a_shared_training_note_names_every_method_and_the_selecting_one() -> None:
+    selection = {"p": {"0": {"point": {"lr": 0.2}, "params": {}, "training": {"lr": 0.2}}}}
+    spec = [{"experiment": "e", "method": "fedavg", "algorithm": "fedavg", "training": True,
+             "grids": {"lr": [0.05, 0.2, 0.4]}, "log": [], "criterion": "final_mean",
+             "rounds": 20, "seeds": [0], "fraction": 0.2, "selection": selection}]
+    runs = pd.DataFrame([{"experiment": "e", "method": "fedavg", "partition": "p",
+                          "split_seed": 0, "train_seed": 0, "params": "{}"}])
+    (text,) = T.table_notes(spec, runs)
+    assert text.startswith("every method's training, selected by fedavg's score: lr chosen "
+                           "on validation from {0.05, 0.2, 0.4}: p split 0: 0.2 (final mean")

@@ -8,6 +8,7 @@ import os
 import shlex
 
 import pflrepro.workflow as W
+import pflrepro.tuning_jobs as TJ
 import pflrepro.config as C
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
@@ -238,18 +239,20 @@ def figure_report(kind, output="{experiment}", caption=W.REPORT_CAPTION.format(k
 
 
 def final_run_spec(wildcards):
-    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
+    sources = TJ.selection_sources(CFG, wildcards.experiment, wildcards.method)
+    if not sources:
         return W.run_spec_json(CFG, wildcards)
-    path = checkpoints.tune_select.get(experiment=wildcards.experiment,
-                                       method=wildcards.method).output.selection
-    return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
+    found = {m: checkpoints.tune_select.get(experiment=wildcards.experiment,
+                                            method=m).output.selection for m in sources}
+    return TJ.tuned_run_spec_json(CFG, wildcards,
+                                  {m: W.read_selection(p) for m, p in found.items()})
 
 
 def tuning_selection_input(wildcards):
-    if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
-        return {}
-    return {"tuned": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
-                                                     method=wildcards.method))}
+    """The selection files the run's spec reads (its own, the shared training one)."""
+    sources = TJ.selection_sources(CFG, wildcards.experiment, wildcards.method)
+    return {f"tuned_{m}": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
+                                                         method=m)) for m in sources}
 
 
 def tuning_notes(experiments):
@@ -303,7 +306,7 @@ def tune_partition_input(wildcards):
 
 
 def tune_run_spec(wildcards):
-    return W.tune_run_spec_json(CFG, wildcards)
+    return TJ.tune_run_spec_json(CFG, wildcards)
 
 
 def tune_runs(wildcards):

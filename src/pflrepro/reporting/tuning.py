@@ -1,19 +1,126 @@
-"""The tuning figure: validation score against the value tried, one line per partition.
+"""The tuning table and figure: every value tried, its validation score, the selection.
 
-One panel per tuned key (x: its values, log-scaled where the grid is logarithmic;
-y: the mean validation accuracy over the tuning seeds, in %, the other keys at their
-selected values when several are tuned); the selected value is ringed.
+The table (:func:`tuning_table`, written by :func:`write_outputs` as CSV and Markdown)
+has one row per grid point, partition and split: the mean validation score over the
+tuning seeds, the round it was reached, the budget's last round, the ξ contrast and
+whether the point was selected. A selected point carries a ``warning`` where the
+selection may not be the optimum the grid was meant to find: a value at the grid's
+lowest or highest value (:func:`pflrepro.tuning.edge`), or, under ``best_mean``, a best
+validation round that is the budget's last (the curve was still rising when the budget
+ended). The warnings are listed under the Markdown table and by ``pflrepro status``.
+
+The figure: one panel per tuned key (x: its values, log-scaled where the grid is
+logarithmic; y: the mean validation accuracy over the tuning seeds, in %, the other
+keys at their selected values when several are tuned); the selected value is ringed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pflrepro.tuning import Grid
+    from pflrepro.tuning_grid import Grid
+
+#: The warning of a selected point whose best validation round is the budget's last.
+LAST_ROUND = "best validation round is the budget's last (the score may still rise)"
+
+
+def _warning(grids: Sequence[Grid], row: Mapping[str, object], criterion: str) -> str:
+    """The selected row's warnings, ``"; "``-joined (``""``: none)."""
+    from pflrepro.tuning_grid import edge
+
+    values = {g.key: float(row[f"value_{g.key}"]) for g in grids}
+    out = [f"{g.key} = {values[g.key]:.3g}: {edge(g, values[g.key]).strip(' ()')}"
+           for g in grids if edge(g, values[g.key])]
+    if criterion == "best_mean" and row["best_round"] >= row["last_round"]:
+        out.append(LAST_ROUND)
+    return "; ".join(out)
+
+
+def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
+                 chosen: Mapping[tuple[str, int], Mapping[str, float]],
+                 criterion: str = "best_mean") -> pd.DataFrame:
+    """Every value tried: mean score (and ξ contrast) over seeds, which was chosen, warnings.
+
+    ``scores``: :func:`pflrepro.tuning.score_trials`' rows.
+    """
+    from pflrepro.tuning_grid import point_id
+
+    keys = [f"value_{g.key}" for g in grids]
+    table = (scores.groupby(["partition", "split", "point", *keys], sort=False)
+             .agg(score=("score", "mean"), seeds=("seed", "nunique"),
+                  best_round=("round", "mean"), last_round=("last_round", "max"),
+                  xi_within=("xi_within", "mean"), xi_across=("xi_across", "mean"))
+             .reset_index())
+    chosen_ids = {(p, s): point_id(pt) for (p, s), pt in chosen.items()}
+    table["selected"] = [chosen_ids.get((p, int(s))) == pid for p, s, pid in
+                         zip(table["partition"], table["split"], table["point"], strict=True)]
+    table["warning"] = [_warning(grids, row, criterion) if row["selected"] else ""
+                        for row in table.to_dict("records")]
+    return table
+
+
+def _number(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals; an integer without; ``–`` for NaN (none)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if digits == 0 or float(value).is_integer():
+        return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+    return f"{value:.{digits}f}"
+
+
+def write_outputs(table: pd.DataFrame, note_text: str, md: str, csv: str,
+                  title: str) -> None:
+    """The tuning table as CSV and Markdown (with the note and warnings), atomically.
+
+    Markdown: scores in %, rounds as integers (a mean over seeds that is not whole
+    with one decimal), ξ with 4 decimals and ``–`` where a run has no pair of that kind
+    (e.g. no two clients of different groups), the ξ columns left out where no run
+    logs ξ; the selected points' warnings listed under the table.
+    """
+    from pflrepro.io import atomic_path
+
+    with atomic_path(csv) as tmp:
+        table.to_csv(tmp, index=False)
+    shown = table.drop(columns="warning").copy()
+    shown["score"] = (100 * shown["score"]).map(lambda v: f"{v:.2f}")
+    for col in ("best_round", "last_round"):
+        shown[col] = shown[col].map(lambda v: _number(v, 0))
+    for col in ("xi_within", "xi_across"):
+        if shown[col].isna().all():
+            shown = shown.drop(columns=col)
+        else:
+            shown[col] = shown[col].map(lambda v: _number(v, 4))
+    shown = shown.rename(columns={"score": "validation acc (%)"})
+    header = "| " + " | ".join(shown.columns) + " |"
+    lines = [f"# {title}", "", header, "|" + "---|" * len(shown.columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |"
+              for row in shown.itertuples(index=False)]
+    warned = table[table["warning"].fillna("") != ""]
+    if not warned.empty:
+        lines += ["", "Warnings (the selection may not be the optimum):"]
+        lines += [f"- {r.partition} split {r.split}: {r.warning}"
+                  for r in warned.itertuples(index=False)]
+    with atomic_path(md) as tmp, open(tmp, "w") as fh:
+        fh.write("\n".join(lines) + f"\n\n{note_text}\n")
+
+
+def _set_scale(ax: object, grid: Grid) -> None:
+    """The x scale of ``grid``'s panel.
+
+    Log for a log grid or positive values over two decades or more; with a 0 among
+    values over such a span, symlog (linear below the smallest positive value).
+    """
+    positive = [v for v in grid.values if v > 0]
+    wide = len(positive) >= 2 and max(positive) >= 100 * min(positive)
+    if grid.log or (wide and len(positive) == len(grid.values)):
+        ax.set_xscale("log")
+    elif wide and min(grid.values) == 0:
+        ax.set_xscale("symlog", linthresh=min(positive))
 
 
 def plot_tuning(table: pd.DataFrame, grids: Sequence[Grid], pdf: str, png: str,
@@ -37,8 +144,7 @@ def plot_tuning(table: pd.DataFrame, grids: Sequence[Grid], pdf: str, png: str,
             picked = sub[sub["selected"]]
             ax.plot(picked[col], 100 * picked["score"], "o", ms=9, mfc="none",
                     color=line.get_color())
-        if grid.log:
-            ax.set_xscale("log")
+        _set_scale(ax, grid)
         ax.set_xlabel(grid.key)
         ax.set_ylabel("validation accuracy (%)")
         ax.legend(fontsize="x-small")
