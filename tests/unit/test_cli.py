@@ -153,7 +153,7 @@ def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
     # next `snakemake` trains that run again instead of saying "Nothing to be done"
     from pflrepro.io import write_parquet
 
-    run = tmp_path / "split0-seed0.parquet"
+    run = tmp_path / "results/runs/tiny/p/fedavg/split0-seed0.parquet"
     write_parquet(pd.DataFrame({"round": [0, 1]}), run)
     run.write_bytes(run.read_bytes()[:-20])
     agg = tmp_path / "agg.parquet"

@@ -191,7 +191,7 @@ def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
     from pflrepro.io import DAMAGED_MTIME, CorruptFileError
 
     p = LabelGroupsPartitioner(clients=4, groups=2)
-    path = tmp_path / "split0.parquet"
+    path = tmp_path / "results/partitions/toy" / p.id / "split0.parquet"
     write_partition(p.split(np.repeat(np.arange(4), 10), 4, seed=0), str(path),
                     partitioner=p, dataset="toy", seed=0)
     data = bytearray(path.read_bytes())
@@ -205,4 +205,4 @@ def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
     assert str(info.value).startswith(f"{path} is damaged")
     assert "rerun snakemake" in str(info.value)
     assert path.stat().st_mtime == DAMAGED_MTIME  # older than its inputs: rebuilt by snakemake
-    assert (tmp_path / "split0.parquet.corrupt-1").read_bytes() == bytes(data)
+    assert path.with_name("split0.parquet.corrupt-1").read_bytes() == bytes(data)
