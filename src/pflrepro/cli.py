@@ -250,7 +250,8 @@ def _cost(args: argparse.Namespace) -> None:
         projected = projection(measured, check_config_paths(args.project, build_schema()),
                                scale=args.project_scale)
     write_cost(measured, projected, args.md, args.csv, args.projection_csv,
-               experiment=args.experiment or "", tuning=_cost_tuning(args))
+               experiment=args.experiment or "", tuning=_cost_tuning(args),
+               missing=[b for b in dict.fromkeys(args.benchmarks) if not Path(b).is_file()])
     log.info("cost of %d job(s) -> %s, %s", len(jobs), args.md, args.csv)
 
 
@@ -701,6 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; known input errors print one line and return 1."""
     from pflrepro.checkpoint import Interrupted
+    from pflrepro.records import record_outputs
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -710,6 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.require_source is not None:
             _check_source(args.require_source)
         args.func(args)
+        record_outputs(args)
     except Interrupted as err:  # SIGTERM: checkpoint saved; the scheduler may requeue
         log.warning("%s", err)
         return 143

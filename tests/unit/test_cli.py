@@ -129,6 +129,9 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     else:
         meta = json.loads((data / "meta.json").read_text())
         (data / "meta.json").write_text(json.dumps({**meta, "x_sha256": "0" * 64}))
+        from pflrepro.io import write_digest
+
+        write_digest(data / "meta.json")  # a meta.json whose record agrees: the sums count
     capsys.readouterr()
     part = tmp_path / "p.parquet"
     assert main(["partition", "--data", str(data / "meta.json"), "--dataset", "digits",
