@@ -99,6 +99,10 @@ def _public(args: argparse.Namespace) -> None:
 def _train(args: argparse.Namespace) -> None:
     from pflrepro.train_job import Member, train_jobs
 
+    if args.exit_with_parent:
+        from pflrepro.lifeline import exit_with_parent
+
+        exit_with_parent()
     n = len(args.spec)
     for flag, values in (("--partition", args.partition), ("--out", args.out),
                          ("--checkpoint", args.checkpoint), ("--public", args.public),
@@ -491,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--public, --log when used) once per run, in the same order; the runs are trained "
         "one after another, each exactly as alone, each writing its own table.")
     p.add_argument("--spec", required=True, nargs="+", help="run spec(s) as JSON")
+    p.add_argument("--exit-with-parent", action="store_true", help="stop (SIGTERM: "
+                   "checkpoint saved) when the job's shell or its Snakemake ends")
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True, nargs="+", help="partition file per run")
     p.add_argument("--out", required=True, nargs="+", help="run table per run")
