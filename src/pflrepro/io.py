@@ -334,7 +334,8 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
     if not path.exists():  # FileNotFoundError as usual (no record check needed)
         return read(path)
     owned = expected_identity(path) is not None
-    wanted = " or ".join(k.replace("_", " ") for k in kinds) if kinds else "stored"
+    wanted = " or ".join(dict.fromkeys("aggregate" if k.endswith("aggregate") else k
+                                       for k in kinds)) if kinds else "stored"
     record_name = digest_path(path).name
     try:
         record = read_record(path)
