@@ -28,6 +28,7 @@ never a file beside a stale record.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -94,6 +95,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     so others on a shared cluster can read the results as usual.
     """
     target = Path(path)
+    if target.is_dir():  # its temporary file would go to the folder above
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)

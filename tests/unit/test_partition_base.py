@@ -77,7 +77,8 @@ def test_from_spec_unknown_key():
 
 
 def test_from_spec_missing_required_field():
-    with pytest.raises(TypeError):
+    # a TypeError ("missing 1 required positional argument") reached the user as a traceback
+    with pytest.raises(ValueError, match="partition scheme 'dirichlet' needs alpha"):
         from_spec({"scheme": "dirichlet", "clients": 3})
 
 

@@ -9,6 +9,7 @@ import shlex
 
 import pflrepro.workflow as W
 import pflrepro.config as C
+from pflrepro.config_checks import refuse_periodic_names
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
@@ -22,6 +23,7 @@ min_version("9.0")
 try:
     C.check_config_files(workflow.configfiles)
     CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
