@@ -21,7 +21,7 @@ import yaml
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.codedigest import code_digest
-from pflrepro.config_checks import ConfigError, located, refuse_periodic_names, schema_error
+from pflrepro.config_checks import ConfigError, boolean_text, located_check, schema_error
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -124,7 +124,8 @@ MAX_SAMPLE_PASSES = 10**12
 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return boolean_text(value) if isinstance(value, bool) else (
+        text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 def check_name(name: Any, where: str, pattern: str = NAME_PATTERN,
@@ -924,8 +925,7 @@ def check_config_paths(paths: Sequence[str | Path],
     merged: dict[str, Any] = {}
     for path in paths:
         merged = merge_configs(merged, load_config_file(path))
-    with located(paths):  # a schema error names the file and line of its key
-        return refuse_periodic_names(check(merged, schema))
+    return located_check(paths, lambda: check(merged, schema))  # errors name file:line
 
 
 # ----------------------------------------------------------------------- the schema

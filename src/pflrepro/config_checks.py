@@ -10,14 +10,14 @@ given that sets it, since later files override earlier ones.
 more times (``eeeeeeeeeeeeeeeeeeee``, ``ab`` x 20): Snakemake takes such a wildcard
 value for an endless recursion of a rule into itself and stops the dry run with
 ``PeriodicWildcardError``, after ``check-config`` had said "valid". The workflow
-(``common.smk``) and ``check-config`` both run it.
+(``common.smk``) and ``check-config`` (:func:`located_check`) both run it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,43 @@ class SchemaError(ConfigError):
         self.key_path = tuple(key_path)
 
 
+#: What YAML 1.1 (Snakemake's and PyYAML's) reads as a boolean when unquoted.
+YAML_BOOLEANS = "on/off, yes/no, true/false, y/n"
+#: Why a nested ``--config`` value is a string, and what to do instead.
+NESTED_CONFIG_HINT = (
+    "a string where a number or boolean belongs: Snakemake passes the values of a "
+    "nested --config (--config 'training={rounds: 5}') as strings; set nested keys in a "
+    "config file of your own instead (--configfile config.yaml my.yaml, with my.yaml "
+    "holding 'training: {rounds: 5}')")
+
+
+#: Why a name became a boolean.
+BOOLEAN_HINT = f"YAML's reading of an unquoted {YAML_BOOLEANS}: quote a name such as 'on'"
+
+
+def boolean_text(value: bool) -> str:
+    """``True`` with why a name became a boolean (YAML 1.1's unquoted ``on``, ``yes``)."""
+    return f"{value} ({BOOLEAN_HINT})"
+
+
+def _hint(error: Any) -> str:
+    """A sentence on what most likely caused ``error``, for two common cases; else ''."""
+    instance = error.instance
+    wanted = error.schema.get("type") if isinstance(error.schema, Mapping) else None
+    if isinstance(instance, bool) and wanted != "boolean":
+        return f" ({BOOLEAN_HINT})"
+    if error.validator == "type" and isinstance(instance, str) and \
+            set(wanted if isinstance(wanted, list) else [wanted]) & {"integer", "number",
+                                                                      "boolean"}:
+        try:
+            parsed = yaml.safe_load(instance)
+        except yaml.YAMLError:
+            return ""
+        if not isinstance(parsed, str):
+            return f" ({NESTED_CONFIG_HINT})"
+    return ""
+
+
 def schema_error(message: str, error: Any) -> SchemaError:
     """The :class:`SchemaError` of a ``jsonschema`` error: its key, or its unknown key."""
     path = list(error.absolute_path)
@@ -51,7 +88,7 @@ def schema_error(message: str, error: Any) -> SchemaError:
         known = set(error.schema.get("properties") or {})
         unknown = sorted((k for k in error.instance if k not in known), key=str)
         path += unknown[:1]
-    return SchemaError(message, path)
+    return SchemaError(message + _hint(error), path)
 
 
 def _key_line(node: yaml.Node, key_path: Sequence[Any]) -> int | None:
@@ -130,3 +167,10 @@ def located(paths: Sequence[str | Path]) -> Iterator[None]:
         if where is None:
             raise
         raise ConfigError(f"{where}: {err}") from None
+
+
+def located_check(paths: Sequence[str | Path], check: Callable[[], WorkflowConfig]
+                  ) -> WorkflowConfig:
+    """``check()`` (the merged files' check), :func:`located`, names refused as periodic."""
+    with located(paths):
+        return refuse_periodic_names(check())

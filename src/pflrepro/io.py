@@ -331,11 +331,12 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
     file outside the results tree without a record, is no damage:
     :class:`WrongFileError` says what it is and nothing changes. A file that passes
     is what its writer wrote: an error reading it passes through (it is not damage).
-    A missing file or one that cannot be opened (permissions) raises as usual.
+    A missing file raises ``FileNotFoundError`` ("not found"); one that cannot be
+    opened (permissions) raises as usual.
     """
     path = Path(path)
-    if not path.exists():  # FileNotFoundError as usual (no record check needed)
-        return read(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "not found", str(path))
     owned = expected_identity(path) is not None
     wanted = " or ".join(dict.fromkeys("aggregate" if k.endswith("aggregate") else k
                                        for k in kinds)) if kinds else "stored"

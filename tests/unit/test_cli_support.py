@@ -99,3 +99,12 @@ def test_a_bad_partition_spec_is_one_line(tmp_path: Path, spec: str, message: st
                                      "d", "--spec", spec, "--seed", "0", "--out",
                                      str(tmp_path / "p.parquet")), "partition")
     assert message in line
+
+
+def test_a_missing_input_says_not_found(tmp_path: Path) -> None:
+    # table --aggregate /nonexistent.parquet said only the path
+    missing = tmp_path / "none.parquet"
+    line = _one_error_line(_pflrepro("table", "--aggregate", str(missing), "--md",
+                                     str(tmp_path / "t.md"), "--tex", str(tmp_path / "t.tex"),
+                                     "--csv", str(tmp_path / "t.csv")), "table")
+    assert line.endswith(f"{missing}: not found")

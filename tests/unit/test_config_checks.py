@@ -48,3 +48,37 @@ def test_periodic_names_are_refused(tmp_path: Path, name: str, piece: str, times
 @pytest.mark.parametrize("name", ["e" * 19, "abab", "tiny", "fedavg_eps0.1"])
 def test_ordinary_names_pass(name: str) -> None:
     assert periodic_piece(name) is None
+
+
+# ------------------------------------------------------------------ messages that help
+@pytest.mark.parametrize("text", ["methods:\n  on:\n    algorithm: fedavg\n",
+                                  "experiments:\n  tiny:\n    methods: [on]\n"])
+def test_a_name_read_as_a_boolean_says_so(tmp_path: Path, text: str) -> None:
+    # "True is not of type 'string'" for a method named on
+    path = tmp_path / "on.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"True.*YAML's reading of an unquoted on/off, "
+                                          r"yes/no, true/false, y/n: quote a name"):
+        check_config_paths([TINY, path], build_schema())
+
+
+@pytest.mark.parametrize("rounds", [-1, 0])
+def test_one_bound_one_wording(tmp_path: Path, rounds: int) -> None:
+    # -1: "less than the minimum of 0"; 0: "training.rounds must be >= 1, got 0"
+    path = tmp_path / "r.yaml"
+    path.write_text(f"training:\n  rounds: {rounds}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:2: training\.rounds: {rounds} is less "
+                                          r"than the minimum of 1$"):
+        check_config_paths([TINY, path], build_schema())
+
+
+def test_a_nested_config_string_says_how_to_set_it() -> None:
+    # Snakemake passes --config 'training={rounds: 5}' as {'rounds': '5'}
+    from pflrepro.config import check
+
+    raw = yaml.safe_load(TINY.read_text())
+    raw["training"] = {**raw.get("training", {}), "rounds": "5"}
+    with pytest.raises(ConfigError, match=r"'5' is not of type 'integer' \(a string where a "
+                                          r"number or boolean belongs: Snakemake passes the "
+                                          r"values of a nested --config .*--configfile"):
+        check(raw, build_schema())
