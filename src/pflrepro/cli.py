@@ -186,6 +186,10 @@ def _run(args: argparse.Namespace) -> None:
     from pflrepro.single import SingleRun, single_run
 
     _check_run_paths(args.out, args.work)
+    log.info("pflrepro run writes prepared data under %s, partitions and public sets under "
+             "%s, the run table to %s", Path(args.data_root).resolve(),
+             Path(args.work).resolve(), Path(args.out).resolve() if args.out else
+             f"{Path(args.work).resolve()}/runs/...")
 
     options = _key_values(args.partition_option, "--partition-option")
     if args.clients is not None:
@@ -211,7 +215,7 @@ def _list(args: argparse.Namespace) -> None:
 
     cfg = None
     paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
-                            and args.what in ("all", "hyperparameters") else [])
+                            and args.what == "hyperparameters" else [])
     if paths:
         from pflrepro.config import check_config_paths
         from pflrepro.schema import build_schema
