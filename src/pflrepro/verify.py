@@ -44,6 +44,7 @@ from pflrepro.io import (
     CorruptFileError,
     DamagedRecord,
     WrongFileError,
+    digest_path,
     identity_mismatch,
     mark_damaged,
     read_record,
@@ -118,7 +119,7 @@ def _check_parquet(path: Path, adopt: bool) -> Finding | None:
     return None
 
 
-def _check_dataset(folder: Path) -> Finding | None:
+def _check_dataset(folder: Path, adopt: bool) -> Finding | None:
     from pflrepro.data.store import CorruptDataset, load_dataset, load_extras
 
     meta = folder / "meta.json"
@@ -127,9 +128,20 @@ def _check_dataset(folder: Path) -> Finding | None:
     if not meta.exists():
         return Finding("damaged", folder, "meta.json is missing (deleted?); the next "
                        "snakemake prepares the data set again (its jobs need it)")
+    adopted = False
+    if not digest_path(meta).exists():
+        if not adopt:
+            return Finding("undigested", folder, "meta.json has no digest record (prepared "
+                           "before meta.json carried one?): a job reading it prepares the "
+                           "set again; `pflrepro verify --adopt` checks the arrays against "
+                           "it and trusts it as it is")
+        write_digest(meta)  # trusted now; the arrays are checked against it below
+        adopted = True
     try:
         load_dataset(meta)
         load_extras(meta)
+        if adopted:
+            return Finding("adopted", folder, "wrote meta.json.sha256 (the arrays match it)")
     except CorruptDataset as err:
         return Finding("damaged", folder, str(err))
     except ValueError as err:  # another format version: prepared again by its jobs
@@ -200,7 +212,7 @@ def verify(results: str | Path = "results", *, adopt: bool = False) -> tuple[int
     for path in stored_parquet(results):
         checks.append((path, partial(_check_parquet, path, adopt)))
     for folder in sorted(p for p in (results / "data").glob("*") if p.is_dir()):
-        checks.append((folder, partial(_check_dataset, folder)))
+        checks.append((folder, partial(_check_dataset, folder, adopt)))
     recorded = sorted({p for folder, names in RECORDED for p in (results / folder).rglob(names)
                        if not _skipped(p) and p.suffix != ".parquet"})
     for path in recorded:

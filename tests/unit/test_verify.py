@@ -164,3 +164,17 @@ def test_a_non_utf8_record_is_named_and_the_rest_still_checked(tmp_path: Path, c
     assert f"damaged: {fedavg}: its digest record is damaged: the record " in out
     assert "is not UTF-8 text" in out
     assert f"damaged: {local}: its SHA-256 differs" in out
+
+
+def test_a_meta_json_from_before_records_is_reported_then_adopted(tmp_path: Path) -> None:
+    # data sets prepared before meta.json carried a record: reported, left alone (a job
+    # would prepare the set again, and rebuild everything made from it), adopted on request
+    results = _results(tmp_path)
+    folder = results / "data/toy"
+    digest_path(folder / "meta.json").unlink()
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("undigested", folder)]
+    assert (folder / "x.npy").exists() and not list(folder.glob("*.corrupt-*"))
+    _, findings = verify(results, adopt=True)
+    assert [(f.status, f.path) for f in findings] == [("adopted", folder)]
+    assert verify(results) == (3, [])
