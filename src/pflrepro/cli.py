@@ -99,10 +99,6 @@ def _public(args: argparse.Namespace) -> None:
 def _train(args: argparse.Namespace) -> None:
     from pflrepro.train_job import Member, train_jobs
 
-    if args.exit_with_parent:
-        from pflrepro.lifeline import exit_with_parent
-
-        exit_with_parent()
     n = len(args.spec)
     for flag, values in (("--partition", args.partition), ("--out", args.out),
                          ("--checkpoint", args.checkpoint), ("--public", args.public),
@@ -707,6 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def command(args: argparse.Namespace) -> None:
         if args.require_source is not None:
             check_source(args.require_source)
+        if getattr(args, "exit_with_parent", False):  # train: not in the training digest
+            from pflrepro.lifeline import exit_with_parent
+
+            exit_with_parent()
         args.func(args)
         record_outputs(args)
 
