@@ -444,7 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--require-source", metavar="SRC",
                         help="refuse to run unless the pflrepro package imported is "
-                        "SRC/pflrepro (the workflow's jobs pass their own src/)")
+                        "SRC/pflrepro (the workflow's jobs pass their own src/); implies "
+                        "--exit-with-parent")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="end (SIGTERM: a training job saves its checkpoint) when the "
+                        "job's shell or the Snakemake running it ends (Linux)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
@@ -476,8 +480,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--public, --log when used) once per run, in the same order; the runs are trained "
         "one after another, each exactly as alone, each writing its own table.")
     p.add_argument("--spec", required=True, nargs="+", help="run spec(s) as JSON")
-    p.add_argument("--exit-with-parent", action="store_true", help="stop (SIGTERM: "
-                   "checkpoint saved) when the job's shell or its Snakemake ends")
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True, nargs="+", help="partition file per run")
     p.add_argument("--out", required=True, nargs="+", help="run table per run")
@@ -703,7 +705,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def command(args: argparse.Namespace) -> None:
         if args.require_source is not None:
             check_source(args.require_source)
-        if getattr(args, "exit_with_parent", False):  # train: not in the training digest
+        if args.require_source is not None or args.exit_with_parent:  # a workflow job
             from pflrepro.lifeline import exit_with_parent
 
             exit_with_parent()

@@ -1,4 +1,4 @@
-"""A job's process ends with the job: ``pflrepro --exit-with-parent``.
+"""A workflow job's process ends with its job (``pflrepro --exit-with-parent``).
 
 Snakemake runs each job as ``bash -c "... python -m pflrepro train ..."``. Killing
 that shell (or Snakemake itself) used to leave the Python child running: it wrote its
@@ -9,8 +9,10 @@ written, and it went on using a core nobody accounted for.
 (``prctl(PR_SET_PDEATHSIG)``, Linux), and starts a watcher thread that sends it when
 the parent's own parent changes (the shell was orphaned: Snakemake died; a shell does
 not end when its parent does). ``SIGTERM`` is what a scheduler sends: a training job
-saves its checkpoint and exits 143, so the next run resumes. Elsewhere than Linux it
-does nothing and says so.
+saves its checkpoint and exits 143, so the next run resumes. The CLI calls it for
+``--exit-with-parent`` and for ``--require-source``, which every rule passes, so no
+rule's command changes (Snakemake reruns a job whose command text changed). Elsewhere
+than Linux it does nothing and says so.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 #: Seconds between the watcher's looks at the parent's parent.
 WATCH_INTERVAL_S = 2.0
+#: Whether this process already watches (one watcher a process).
+_WATCHING = False
 
 
 def parent_of(pid: int) -> int | None:
@@ -46,6 +50,9 @@ def exit_with_parent(interval_s: float = WATCH_INTERVAL_S) -> bool:
 
     Returns whether it could (Linux with ``/proc``); the watcher is a daemon thread.
     """
+    global _WATCHING
+    if _WATCHING:
+        return True
     if not sys.platform.startswith("linux"):
         log.info("--exit-with-parent: not on Linux, the process may outlive its job")
         return False
@@ -69,4 +76,5 @@ def exit_with_parent(interval_s: float = WATCH_INTERVAL_S) -> bool:
                 return
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+    _WATCHING = True
     return True

@@ -89,3 +89,18 @@ def test_the_child_dies_when_its_shells_parent_dies(tmp_path: Path) -> None:
         assert _wait_gone(child), "the child outlived its shell's parent"
     finally:
         os.killpg(outer.pid, signal.SIGKILL) if _alive(child) else None
+
+
+def test_every_workflow_job_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the rules all pass --require-source; their commands stay as they were (Snakemake
+    # reruns every job whose command text changes)
+    import pflrepro
+    import pflrepro.lifeline as lifeline
+    from pflrepro.cli import main
+
+    calls: list[bool] = []
+    monkeypatch.setattr(lifeline, "exit_with_parent", lambda: calls.append(True) or True)
+    src = str(Path(pflrepro.__file__).resolve().parent.parent)
+    assert main(["list", "datasets"]) == 0 and calls == []
+    assert main(["--require-source", src, "list", "datasets"]) == 0 and calls == [True]
+    assert main(["--exit-with-parent", "list", "datasets"]) == 0 and calls == [True, True]

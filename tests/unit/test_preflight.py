@@ -44,7 +44,7 @@ def test_train_jobs_run_the_workflows_own_python_not_pflrepro_on_path(tmp_path: 
     done = _dry_run(work, {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr[-2000:]
     commands = [line.split("Shell command: ", 1)[1] for line in done.stdout.splitlines()
-                if "Shell command: " in line and " train --exit-with-parent --spec " in line]
+                if "Shell command: " in line and " train --spec " in line]
     assert len(commands) == 16  # 2 partitions x 4 methods x 2 seeds
     for command in commands:
         words = shlex.split(command)

@@ -256,7 +256,7 @@ def test_edited_meta_is_refused_and_the_set_prepared_again(tmp_path, edit):
     with pytest.raises(CorruptDataset, match=r"meta\.json: its SHA-256 differs from the one "
                                              r"recorded in meta\.json\.sha256"):
         load_dataset(tmp_path)
-    assert not (tmp_path / "x.npy").exists()  # an input of partition: prepared again
+    assert not (tmp_path / "x.npy").exists()  # a target of the workflow: prepared again
     with pytest.raises(CorruptDataset):  # extras read meta.json through the same check
         np.save(tmp_path / "writer.npy", np.arange(50) % 7)
         load_extras(tmp_path)

@@ -98,7 +98,7 @@ def test_edited_or_deleted_meta_json_is_found(tmp_path: Path) -> None:
     _, findings = verify(results)
     assert [(f.status, f.path) for f in findings] == [("damaged", results / "data/toy")]
     assert "meta.json: its SHA-256 differs" in findings[0].detail
-    assert not (results / "data/toy/x.npy").exists()  # partition needs it: prepared again
+    assert not (results / "data/toy/x.npy").exists()  # a target of the workflow: prepared again
     meta.unlink()
     _, findings = verify(results)
     assert [(f.status, f.path) for f in findings] == [("damaged", results / "data/toy")]

@@ -10,6 +10,7 @@ import shlex
 import pflrepro.workflow as W
 import pflrepro.config as C
 from pflrepro.config_checks import refuse_periodic_names
+from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
@@ -55,7 +56,8 @@ wildcard_constraints:
 
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
-    return W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+    return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+            + prepared_arrays(CFG, W.chosen_experiments(CFG)))
 
 
 def run_spec(wildcards):

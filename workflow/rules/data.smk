@@ -23,16 +23,10 @@ rule prepare_data:
         " --raw {params.raw:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
-# The arrays are inputs of the jobs that read them first (partition, public_set), so that
-# a damaged array set aside (or x.npy removed for a damaged meta.json) makes the next
-# snakemake prepare the data set again: Snakemake reruns a job for a missing output only
-# when another job needs that file.
 rule partition:
     localrule: True
     input:
         meta=W.DATA_META,
-        x=W.DATA_X,
-        y=W.DATA_Y,
     output:
         W.PARTITION,
     params:
@@ -100,8 +94,6 @@ rule public_set:
     localrule: True
     input:
         meta=W.pattern(W.DATA_META, dataset="{source}"),
-        x=W.pattern(W.DATA_X, dataset="{source}"),
-        y=W.pattern(W.DATA_Y, dataset="{source}"),
         partition=W.PARTITION,
     output:
         W.PUBLIC,

@@ -41,8 +41,7 @@ rule train:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " train --exit-with-parent --spec {params.spec:q} --data {input.meta:q}"
-        " --partition {input.partition:q}"
+        " train --spec {params.spec:q} --data {input.meta:q} --partition {input.partition:q}"
         " --checkpoint {output:q}.ckpt {params.public:q}"
         " --threads {threads:q} --progress-table --out {output:q} > {log:q} 2>&1"
 
@@ -86,7 +85,7 @@ for _batch in TRAIN_BATCHES:
             ENV
         shell:
             "{params.python:q} -m pflrepro --require-source {params.source:q}"
-            " train --exit-with-parent --spec {params.spec:q} --data {input.meta:q}"
+            " train --spec {params.spec:q} --data {input.meta:q}"
             " --partition {params.partitions:q} --checkpoint {params.checkpoints:q}"
             " --log {params.logs:q} {params.public:q}"
             " --threads {threads:q} --progress-table --out {output:q} > {log.job:q} 2>&1"

@@ -62,7 +62,7 @@ rule tune_train:
         ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " train --exit-with-parent --spec {params.spec:q} --data {input.meta:q} --partition"
+        " train --spec {params.spec:q} --data {input.meta:q} --partition"
         " {input.partition:q} {params.public:q} --threads {threads:q} --out {output:q}"
         " > {log:q} 2>&1"
 
@@ -106,7 +106,7 @@ for _tune in TUNE_BATCHES:
             ENV
         shell:
             "{params.python:q} -m pflrepro --require-source {params.source:q}"
-            " train --exit-with-parent --spec {params.spec:q} --data {input.meta:q}"
+            " train --spec {params.spec:q} --data {input.meta:q}"
             " --partition {params.partitions:q} --log {params.logs:q} {params.public:q}"
             " --threads {threads:q} --out {output:q} > {log.job:q} 2>&1"
 

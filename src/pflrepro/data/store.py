@@ -25,10 +25,11 @@ A damaged data set is made to be prepared again, as damaged runs are rebuilt
 (:func:`_damaged`): a damaged array is set aside as ``<name>.npy.corrupt-<n>``; a
 damaged ``meta.json``, which other jobs take as their input, stays in place (a copy
 kept as ``meta.json.corrupt-<n>``), and ``x.npy`` is removed instead. ``x.npy`` and
-``y.npy`` are outputs of the workflow's ``prepare_data`` but no job's input, so the
-next ``snakemake`` sees one missing and prepares the set again, while the jobs of the
-running one still find the inputs they declared (a vanished input would abort them
-all, ``--keep-going`` or not).
+``y.npy`` are outputs of the workflow's ``prepare_data`` and targets of its default
+rule (:mod:`pflrepro.data_targets`) but no job's input, so the next ``snakemake`` sees
+one missing and prepares the set again, while the jobs of the running one still find
+the inputs they declared (a vanished input would abort them all, ``--keep-going`` or
+not).
 """
 
 from __future__ import annotations
