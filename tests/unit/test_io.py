@@ -140,7 +140,10 @@ def test_file_without_record_is_damaged(tmp_path: Path) -> None:
     path = _parquet(tmp_path / "old.parquet")
     digest_path(path).unlink()
     with pytest.raises(CorruptFileError, match=r"old\.parquet is damaged: it has no digest "
-                                               r"record old\.parquet\.sha256"):
+                                               r"record old\.parquet\.sha256.*Either "
+                                               r"delete .*old\.parquet so that snakemake "
+                                               r"rebuilds it, or trust it as it is with "
+                                               r"`pflrepro verify --adopt`"):
         read_verified(path, pd.read_parquet)
     assert path.stat().st_mtime == DAMAGED_MTIME and (tmp_path / "old.parquet.corrupt-1").exists()
 

@@ -9,7 +9,7 @@ import shlex
 
 import pflrepro.workflow as W
 import pflrepro.config as C
-from pflrepro.config_checks import refuse_periodic_names
+from pflrepro.config_checks import located, refuse_periodic_names
 from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
@@ -23,7 +23,8 @@ min_version("9.0")
 # short message naming the key) and parse it (references, sizes, per-model options).
 try:
     C.check_config_files(workflow.configfiles)
-    CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    with located(workflow.configfiles):  # a schema error names the file and line of its key
+        CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
     refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
