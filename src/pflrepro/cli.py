@@ -182,6 +182,10 @@ def _run(args: argparse.Namespace) -> None:
     from pflrepro.single import SingleRun, single_run
 
     _check_run_paths(args.out, args.work)
+    log.info("pflrepro run writes prepared data under %s, partitions and public sets under "
+             "%s, the run table to %s", Path(args.data_root).resolve(),
+             Path(args.work).resolve(), Path(args.out).resolve() if args.out else
+             f"{Path(args.work).resolve()}/runs/...")
 
     options = _key_values(args.partition_option, "--partition-option")
     if args.clients is not None:
@@ -207,7 +211,7 @@ def _list(args: argparse.Namespace) -> None:
 
     cfg = None
     paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
-                            and args.what in ("all", "hyperparameters") else [])
+                            and args.what == "hyperparameters" else [])
     if paths:
         from pflrepro.config import check_config_paths
         from pflrepro.schema import build_schema
@@ -250,7 +254,8 @@ def _cost(args: argparse.Namespace) -> None:
         projected = projection(measured, check_config_paths(args.project, build_schema()),
                                scale=args.project_scale)
     write_cost(measured, projected, args.md, args.csv, args.projection_csv,
-               experiment=args.experiment or "", tuning=_cost_tuning(args))
+               experiment=args.experiment or "", tuning=_cost_tuning(args),
+               missing=[b for b in dict.fromkeys(args.benchmarks) if not Path(b).is_file()])
     log.info("cost of %d job(s) -> %s, %s", len(jobs), args.md, args.csv)
 
 
@@ -420,28 +425,9 @@ def _check_config(args: argparse.Namespace) -> None:
           "scale)")
 
 
-def _check_source(src: str) -> None:
-    """Refuse to run unless the ``pflrepro`` imported is ``src``/pflrepro (``--require-source``).
-
-    The workflow's jobs pass their own ``src`` (workflow/rules/preflight.smk): another
-    clone's package first on the path would otherwise run its code under this
-    workflow's name. ``PFLREPRO_ANY_SOURCE=1`` skips the check, as it skips the
-    workflow's own.
-    """
-    import os
-
-    import pflrepro
-
-    if os.environ.get("PFLREPRO_ANY_SOURCE") == "1":
-        return
-    own = Path(src).resolve() / "pflrepro"
-    imported = Path(pflrepro.__file__).resolve().parent
-    if imported != own:
-        raise RuntimeError(
-            f"this job runs pflrepro from {imported}, not from the workflow's own source "
-            f"{own}: install the workflow's clone into the job's environment (pip install "
-            f"-e {own.parent.parent}) or set PFLREPRO_ANY_SOURCE=1 to run other code on "
-            f"purpose")
+#: What ``pflrepro --help`` says first (the commands follow, grouped).
+DESCRIPTION = ("The reproducibility pipeline's command line: commands for people, and the "
+               "job commands the Snakemake rules run, one stage each.")
 
 
 #: ``--tuning`` of the commands that write a table from runs (table, communication, cost,
@@ -453,12 +439,16 @@ TUNING_HELP = ("JSON: the tuned methods' grids and selections "
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="pflrepro", description=__doc__,
+    parser = argparse.ArgumentParser(prog="pflrepro", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--require-source", metavar="SRC",
                         help="refuse to run unless the pflrepro package imported is "
-                        "SRC/pflrepro (the workflow's jobs pass their own src/)")
+                        "SRC/pflrepro (the workflow's jobs pass their own src/); implies "
+                        "--exit-with-parent")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="end (SIGTERM: a training job saves its checkpoint) when the "
+                        "job's shell or the Snakemake running it ends (Linux)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
@@ -695,29 +685,34 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
 
     add_tuning(sub)
+    from pflrepro.cli_support import group_help
+
+    group_help(parser, sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; known input errors print one line and return 1."""
     from pflrepro.checkpoint import Interrupted
+    from pflrepro.cli_support import check_source, run_command
+    from pflrepro.records import record_outputs
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=LOG_FORMAT)
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
-    try:
+
+    def command(args: argparse.Namespace) -> None:
         if args.require_source is not None:
-            _check_source(args.require_source)
+            check_source(args.require_source)
+        if args.require_source is not None or args.exit_with_parent:  # a workflow job
+            from pflrepro.lifeline import exit_with_parent
+
+            exit_with_parent()
         args.func(args)
-    except Interrupted as err:  # SIGTERM: checkpoint saved; the scheduler may requeue
-        log.warning("%s", err)
-        return 143
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        log.error("%s", err)
-        print(f"pflrepro {args.command}: error: {err}", file=sys.stderr)
-        return 1
-    return 0
+        record_outputs(args)
+
+    return run_command(args, command, Interrupted)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import yaml
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.codedigest import code_digest
+from pflrepro.config_checks import ConfigError, boolean_text, located_check, schema_error
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -44,10 +45,6 @@ RESOURCE_DOCS: Mapping[str, str] = {
     "mem_mb": "Memory per training job, MB.",
     "runtime": "Wall-clock limit per training job, minutes.",
 }
-
-
-class ConfigError(ValueError):
-    """A config problem; the message names the key."""
 
 
 # ------------------------------------------------------------------------------ names
@@ -127,7 +124,8 @@ MAX_SAMPLE_PASSES = 10**12
 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return boolean_text(value) if isinstance(value, bool) else (
+        text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 def check_name(name: Any, where: str, pattern: str = NAME_PATTERN,
@@ -927,7 +925,7 @@ def check_config_paths(paths: Sequence[str | Path],
     merged: dict[str, Any] = {}
     for path in paths:
         merged = merge_configs(merged, load_config_file(path))
-    return check(merged, schema)
+    return located_check(paths, lambda: check(merged, schema))  # errors name file:line
 
 
 # ----------------------------------------------------------------------- the schema
@@ -988,15 +986,14 @@ def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path) -> None:
         schema = yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the config's top level must be a mapping, got {type(raw).__name__}")
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = list(validator.iter_errors(raw))
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(raw))
     if not errors:
         return
     error = jsonschema.exceptions.best_match(errors)
     # Inside if/then cases, report the deepest error (the bad hyperparameter itself).
     while error.context:
         error = jsonschema.exceptions.best_match(error.context)
-    raise ConfigError(_schema_message(error))
+    raise schema_error(_schema_message(error), error)  # a ConfigError that knows its key
 
 
 def check(raw: Any, schema: Mapping[str, Any] | str | Path) -> WorkflowConfig:

@@ -28,6 +28,7 @@ never a file beside a stale record.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -94,6 +95,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     so others on a shared cluster can read the results as usual.
     """
     target = Path(path)
+    if target.is_dir():  # its temporary file would go to the folder above
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -139,14 +142,33 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 # ------------------------------------------------------------------ digests on read
 class CorruptFileError(ValueError):
-    """A stored file that failed its digest or is not what it should be; it was marked."""
+    """A stored file that failed its digest or is not what it should be.
 
-    def __init__(self, path: Path, reason: str, aside: Path | None, fix: str) -> None:
-        where = (f"a copy kept as {aside.name}, the file dated 1970-01-01" if aside is not None
-                 else "already removed by another job")
+    Marked (``aside`` names the copy) when it lies in the workflow's results tree;
+    ``owned=False``: left as it is, since it is not the workflow's to change.
+    """
+
+    def __init__(self, path: Path, reason: str, aside: Path | None, fix: str,
+                 owned: bool = True) -> None:
+        if not owned:
+            where = ("left as it is (it lies outside the workflow's results tree, so "
+                     "nothing was changed)")
+            fix = "replace it with a whole copy, or give the file the workflow wrote"
+        elif aside is not None:
+            where = f"a copy kept as {aside.name}, the file dated 1970-01-01"
+        else:
+            where = "already removed by another job"
         super().__init__(f"{path} is damaged: {reason}; {where}. Fix: {fix}")
         self.path = path
         self.aside = aside
+
+
+class WrongFileError(ValueError):
+    """A whole file given where another kind of file belongs; nothing was changed."""
+
+
+class DamagedRecord(ValueError):
+    """A digest record ``<file>.sha256`` that does not hold a SHA-256 and a file name."""
 
 
 def digest_path(path: str | os.PathLike[str]) -> Path:
@@ -180,14 +202,27 @@ def atomic_digested_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def read_record(path: str | os.PathLike[str]) -> tuple[str, str] | None:
-    """(SHA-256, file name) recorded for ``path``; None when it has no record."""
+    """(SHA-256, file name) recorded for ``path``; None when it has no record.
+
+    :class:`DamagedRecord`, naming the record, when it is not UTF-8 text or does not
+    hold a 64-digit hex SHA-256 and a name.
+    """
     try:
-        text = digest_path(path).read_text(encoding="utf-8")
+        raw = digest_path(path).read_bytes()
     except FileNotFoundError:
         return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedRecord(f"the record {digest_path(path)} is not UTF-8 text (byte "
+                            f"{exc.start}: {raw[exc.start:exc.start + 1]!r})") from None
     fields = text.split(maxsplit=1)
     digest = fields[0].lower() if fields else ""
     name = fields[1].strip().lstrip("*") if len(fields) > 1 else ""
+    if not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise DamagedRecord(f"the record {digest_path(path)} does not hold a SHA-256 and a "
+                            f"file name ({shown!r})")
     return digest, name
 
 
@@ -216,23 +251,35 @@ def mark_damaged(path: str | os.PathLike[str]) -> Path:
     it. The copy is a hard link (a plain copy where links are not supported); a file
     already linked as some ``.corrupt-<n>`` (another job found it first) is not
     linked twice. Returns the copy. ``FileNotFoundError`` when ``path`` is gone.
+
+    A symbolic link is handled as itself, never through its target: the copy links
+    the link, and the link's own date is set (Snakemake dates an output link by the
+    link), so the next ``snakemake`` replaces the link and the file it points to
+    stays as it is.
     """
     path = Path(path)
+    link = path.is_symlink()
     n = 1
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        if os.path.samefile(aside, path):
+    while os.path.lexists(aside := path.with_name(f"{path.name}.corrupt-{n}")):
+        if _same_entry(aside, path):
             break
         n += 1
     else:
         try:
-            os.link(path, aside)
+            os.link(path, aside, follow_symlinks=False)
         except FileExistsError:  # another job linked it in between
             return mark_damaged(path)
         except OSError:  # no hard links here
-            shutil.copy2(path, aside)
-    os.utime(path, (DAMAGED_MTIME, DAMAGED_MTIME))
+            shutil.copy2(path, aside, follow_symlinks=False)
+    os.utime(path, (DAMAGED_MTIME, DAMAGED_MTIME), follow_symlinks=not link)
     forget_snakemake_record(path)
     return aside
+
+
+def _same_entry(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one directory entry's inode (links not followed)."""
+    sa, sb = os.lstat(a), os.lstat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def forget_snakemake_record(path: str | os.PathLike[str]) -> bool:
@@ -274,39 +321,66 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
 
     The file is damaged when it has no record ``<path>.sha256`` (one flipped bit of a
     Parquet file often still parses; adopt files from before records with
-    ``pflrepro verify --adopt``), its record names another file, its SHA-256 differs
-    from the record, or (:func:`identity_mismatch`) it is not one of ``kinds`` or not
-    the file its place in the workflow's layout says. A damaged file is marked
-    (:func:`mark_damaged`: copied aside, dated 1970, rebuilt by the next
-    ``snakemake``) and :class:`CorruptFileError` names the file, why, the copy and
-    ``fix``. A file that passes is what its writer wrote: an error reading it passes
-    through (it is not damage). A missing file or one that cannot be opened
-    (permissions) raises as usual.
+    ``pflrepro verify --adopt``), its record is damaged or names another file, its
+    SHA-256 differs from the record, or it is not the file its place in the
+    workflow's layout says (:func:`expected_identity`). A damaged file in the
+    workflow's results tree is marked (:func:`mark_damaged`: copied aside, dated
+    1970, rebuilt by the next ``snakemake``) and :class:`CorruptFileError` names the
+    file, why, the copy and ``fix``; one elsewhere is named and left alone. A whole
+    file of another kind than ``kinds`` (a run given where a partition belongs), or a
+    file outside the results tree without a record, is no damage:
+    :class:`WrongFileError` says what it is and nothing changes. A file that passes
+    is what its writer wrote: an error reading it passes through (it is not damage).
+    A missing file raises ``FileNotFoundError`` ("not found"); one that cannot be
+    opened (permissions) raises as usual.
     """
     path = Path(path)
-    record = read_record(path)
-    if not path.exists():  # FileNotFoundError as usual (no record check needed)
-        return read(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "not found", str(path))
+    owned = expected_identity(path) is not None
+    wanted = " or ".join(dict.fromkeys("aggregate" if k.endswith("aggregate") else k
+                                       for k in kinds)) if kinds else "stored"
+    record_name = digest_path(path).name
+    try:
+        record = read_record(path)
+    except DamagedRecord as err:
+        raise _damaged(path, f"its digest record is damaged: {err}", fix, owned) from None
     if record is None:
-        raise _damaged(path, f"it has no digest record {digest_path(path).name} (written "
-                             f"before files carried one, or the record was lost), so "
-                             f"it cannot be trusted", fix)
+        if not owned:
+            raise WrongFileError(
+                f"{path} is not a {wanted} file written by the workflow: it has no digest "
+                f"record {record_name}; nothing was changed")
+        raise _damaged(path, f"it has no digest record {record_name} (written before "
+                             f"files carried one, or the record was lost), so it cannot be "
+                             f"trusted. Either delete {path} so that snakemake rebuilds "
+                             f"it, or trust it as it is with `pflrepro verify --adopt`",
+                       fix, owned)
     expected, name = record
     if name != path.name:
-        raise _damaged(path, f"its record {digest_path(path).name} is that of another "
-                             f"file ({name!r})", fix)
+        raise _damaged(path, f"its record {record_name} is that of another file "
+                             f"({name!r})", fix, owned)
     if sha256_file(path) != expected:
-        raise _damaged(path, f"its SHA-256 differs from the one recorded in "
-                             f"{digest_path(path).name}", fix)
+        raise _damaged(path, f"its SHA-256 differs from the one recorded in {record_name}",
+                       fix, owned)
     if kinds is not None:
-        reason = identity_mismatch(path, kinds)
+        try:
+            stored = stored_identity(path)
+        except Exception as exc:  # noqa: BLE001 (whole by its digest, yet no Parquet file)
+            raise WrongFileError(f"{path} is not a {wanted} file: it is no Parquet file "
+                                 f"({type(exc).__name__}); nothing was changed") from None
+        reason = _layout_mismatch(path, stored)
         if reason is not None:
-            raise _damaged(path, reason, fix)
+            raise _damaged(path, reason, fix, owned)
+        if stored["kind"] not in kinds:
+            raise WrongFileError(f"{path} is not a {wanted} file: it holds a "
+                                 f"{describe(stored)}; nothing was changed")
     return read(path)
 
 
-def _damaged(path: Path, reason: str, fix: str) -> CorruptFileError:
-    """Mark ``path`` damaged (another job may have removed it); the error to raise."""
+def _damaged(path: Path, reason: str, fix: str, owned: bool = True) -> CorruptFileError:
+    """Mark ``path`` damaged when it is the workflow's (another job may have removed it)."""
+    if not owned:
+        return CorruptFileError(path, reason, None, fix, owned=False)
     try:
         aside: Path | None = mark_damaged(path)
     except FileNotFoundError:
@@ -402,10 +476,15 @@ def identity_mismatch(path: str | os.PathLike[str], kinds: Sequence[str] | None 
                       ) -> str | None:
     """Why ``path`` is not the file its reader (``kinds``) and its path expect; None if it is."""
     stored = stored_identity(path)
-    expected = expected_identity(path)
     if kinds is not None and stored["kind"] not in kinds:
         return (f"it holds a {describe(stored)}, not a "
                 f"{' or '.join(k.replace('_', ' ') for k in kinds)}")
+    return _layout_mismatch(path, stored)
+
+
+def _layout_mismatch(path: str | os.PathLike[str], stored: dict[str, str]) -> str | None:
+    """Why the file ``stored`` describes is not the one its place says (None: it is)."""
+    expected = expected_identity(path)
     if expected is None:
         return None
     if stored["kind"] != expected["kind"] or any(

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from pflrepro.config import WorkflowConfig
 
 
+#: Experiments named in a hyperparameter's line; longer lists are labelled sets.
+LISTED_EXPERIMENTS = 3
+
+
 def _default(field: dataclasses.Field[Any]) -> str:
     if field.default is not dataclasses.MISSING:
         return repr(field.default)
@@ -145,6 +149,14 @@ def hyperparameters(cfg: WorkflowConfig) -> str:
 
     lines = ["# Hyperparameters of the config's method variants: stated by the paper, set "
              "by us (why), tuned on validation, or the algorithm's default", ""]
+    sets: dict[tuple[str, ...], str] = {}
+
+    def experiments(names: list[str]) -> str:
+        """Up to :data:`LISTED_EXPERIMENTS` names, else a set's label (listed at the end)."""
+        if len(names) <= LISTED_EXPERIMENTS:
+            return ", ".join(names)
+        label = sets.setdefault(tuple(names), f"E{len(sets) + 1}")
+        return f"the {len(names)} experiments of {label}"
     for name, method in cfg.methods.items():
         cls = get_algorithm(method.algorithm)
         defaults = {f.name: f.default for f in dataclasses.fields(cls.Hyper)}
@@ -165,14 +177,14 @@ def hyperparameters(cfg: WorkflowConfig) -> str:
                          "set by us (no reason given in the config)")
             elif key in tuned or key in tied:
                 value = "tuned"
-                where = (f"tuned on validation by {', '.join(tuned[key])}" if key in tuned
-                         else f"tied to the tuned values by {', '.join(tied[key])}")
+                where = (f"tuned on validation by {experiments(tuned[key])}" if key in tuned
+                         else f"tied to the tuned values by {experiments(tied[key])}")
                 if kind == "unstated":
                     where += f" (unstated: {why.strip()})"
                 others = [e for e in used if e not in tuned.get(key, tied.get(key, []))]
                 if others and key in defaults:
                     where += (f"; the algorithm's default {defaults[key]!r} in "
-                              f"{', '.join(others)}")
+                              f"{experiments(others)}")
             elif kind == "paper":
                 value = f"{defaults.get(key)!r}"
                 where = f"stated by the paper ({why.strip()}; the algorithm's default)"
@@ -182,19 +194,38 @@ def hyperparameters(cfg: WorkflowConfig) -> str:
                                                      if kind == "unstated" else "")
             lines.append(f"  - {key} = {value}: {where}")
         lines.append("")
+    if sets:
+        lines.append("## Experiment sets")
+        lines += [f"  - {label}: {', '.join(names)}" for names, label in sets.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def overview() -> str:
+    """``pflrepro list``: one line per method, data set and scheme; the details' commands."""
+    from pflrepro.algorithms.registry import INFOS
+    from pflrepro.data.partition import PARTITIONERS
+
+    lines = ["# Methods (`--method`; details: `pflrepro list methods`)"]
+    lines += [f"- {name}: {info.summary}" for name, info in INFOS.items()]
+    lines += ["", datasets(), "# Partition schemes (`--partition`; options: "
+              "`pflrepro list partitions`)"]
+    lines += [f"- {scheme}: {_first_line(cls)}" for scheme, cls in sorted(PARTITIONERS.items())]
+    lines += ["", "Where each hyperparameter of a config's method variants comes from (the "
+              "paper, us, tuning or a default): `pflrepro list hyperparameters "
+              "[--config FILE ...]`.", ""]
     return "\n".join(lines)
 
 
 def render(what: str = "all", cfg: WorkflowConfig | None = None) -> str:
     """``methods``, ``datasets``, ``partitions``, ``hyperparameters`` or ``all``.
 
-    ``hyperparameters`` needs a config ``cfg``; ``all`` includes it when one is given.
+    ``all`` is the one-screen :func:`overview`; ``hyperparameters`` needs a config ``cfg``.
     """
     parts: dict[str, Any] = {"methods": methods, "datasets": datasets,
                              "partitions": partitions}
     if what == "all":
-        out = [fn() for fn in parts.values()]
-        return "\n".join(out + ([hyperparameters(cfg)] if cfg is not None else []))
+        return overview()
     if what == "hyperparameters":
         if cfg is None:
             raise ValueError("listing hyperparameters needs a config (--config)")

@@ -37,7 +37,7 @@ from pflrepro.config import (
 )
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS, schema_properties
-from pflrepro.training import TRAINING_DOCS, TrainingConfig
+from pflrepro.training import POSITIVE_FIELDS, TRAINING_DOCS, TrainingConfig
 
 SCHEMA_PATH = Path("workflow/schemas/config.schema.yaml")
 
@@ -97,7 +97,7 @@ def _training_schema() -> dict[str, Any]:
         elif f.name == "device":
             entry = {"type": "string", "enum": ["auto", "cpu", "cuda"]}
         elif f.type in ("int",):
-            entry = {"type": "integer", "minimum": 0}
+            entry = {"type": "integer", "minimum": 1 if f.name in POSITIVE_FIELDS else 0}
             if f.name in TRAINING_MAXIMA:
                 entry["maximum"] = TRAINING_MAXIMA[f.name]
         elif f.type in ("float",):

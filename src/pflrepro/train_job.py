@@ -290,8 +290,9 @@ def train_jobs(members: Sequence[Member], data: str | Path, *, threads: int = 1,
             except Interrupted:
                 raise  # SIGTERM: its checkpoint is saved; the CLI says so
             except Exception as err:
-                log.error("%s, split %d, seed %d failed: %s", spec.method, spec.split_seed,
-                          spec.train_seed, err)
+                if member.log:  # the run's own log; the CLI prints the error once on stderr
+                    log.error("%s, split %d, seed %d failed: %s", spec.method,
+                              spec.split_seed, spec.train_seed, err)
                 raise
             write_parquet(frame, member.out)
             log.info("wrote %s (%d rows)", member.out, len(frame))

@@ -50,6 +50,10 @@ TRAINING_DOCS: dict[str, str] = {
 ASSIGNMENTS = ("data_size", "uniform")
 
 
+#: Integer settings that must be at least 1 (the schema's minimum says the same).
+POSITIVE_FIELDS = ("rounds", "batch_size", "eval_every", "eval_batch_size")
+
+
 @dataclass(frozen=True)
 class TrainingConfig:
     """Validated training settings (see :data:`TRAINING_DOCS`)."""
@@ -73,8 +77,7 @@ class TrainingConfig:
     architecture_assignment: str = "data_size"
 
     def __post_init__(self) -> None:
-        positive = ("rounds", "batch_size", "eval_every", "eval_batch_size")
-        for name in positive:
+        for name in POSITIVE_FIELDS:
             if getattr(self, name) < 1:
                 raise ValueError(f"training.{name} must be >= 1, got {getattr(self, name)}")
         if self.local_epochs < 1 and self.local_steps < 1:

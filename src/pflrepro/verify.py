@@ -2,34 +2,49 @@
 
 Snakemake decides what to rebuild by modification times, so bytes that change in
 place (bit rot, a bad disk, a copy gone wrong) with the mtime unchanged are found
-only when a job reads the file. :func:`verify` reads them all now:
+only when a job reads the file. :func:`verify` reads every file the workflow writes
+under the results directory now:
 
 * run tables, partitions, public sets and aggregates (``results/{runs,partitions,
-  public,aggregate}/**/*.parquet``): the digest record ``<file>.sha256`` and what the
-  file says it is against its path (:func:`pflrepro.io.read_verified`);
-* prepared data sets (``results/data/*/meta.json``): both arrays and every extra
-  array against the sums in ``meta.json`` (:func:`pflrepro.data.store.load_dataset`);
+  public,aggregate,tuning}/**/*.parquet``): the digest record ``<file>.sha256`` and
+  what the file says it is against its path (:func:`pflrepro.io.read_verified`);
+* prepared data sets (``results/data/*/``): ``meta.json`` (normalisation constants,
+  class count) against ``meta.json.sha256``, both arrays and every extra array
+  against the sums in ``meta.json`` (:func:`pflrepro.data.store.load_dataset`), and
+  a folder whose ``meta.json`` is gone;
+* tables, partition reports, tuning selections and report pages (:data:`RECORDED`):
+  their digest records (:mod:`pflrepro.records`);
+* benchmark records (``results/benchmarks/**/*.tsv``): their digest records, written
+  by the first reader (Snakemake writes the files);
 * checkpoints (``**/*.ckpt``): the digest trailer (:func:`pflrepro.checkpoint.verified_payload`).
 
-A damaged file is handled as the job that reads it would: a Parquet file is copied
-aside and dated 1970 so that the next ``snakemake`` rebuilds exactly it and what is
-made from it; a data set's damaged array is set aside (its preparation reruns); a
-checkpoint is set aside (its run restarts from round 0). Files without a digest
-record (written before files carried them) are reported and left alone; with
-``adopt`` their records are written, which trusts them as they are now: only for
-files one knows to be whole. Temporary files, running jobs' progress tables
-(``.partial.parquet``) and ``.corrupt-<n>`` copies are not checked; tables and figures
-carry no digests.
+A damaged file is handled as the job that reads it would: a Parquet file, table or
+report is copied aside and dated 1970 so that the next ``snakemake`` rebuilds exactly
+it and what is made from it; a data set's damaged array or ``meta.json`` has its
+``x.npy`` set aside (its preparation reruns); a checkpoint is set aside (its run
+restarts from round 0); a benchmark record is set aside (the cost table names it
+missing). Files without a digest record (written before files carried them) are
+reported and left alone; with ``adopt`` their records are written, which trusts them
+as they are now: only for files one knows to be whole. Temporary files, running jobs'
+progress tables (``.partial.parquet``) and ``.corrupt-<n>`` copies are not checked. A
+file that cannot be checked (an unreadable record, no permission) is reported and the
+others are still checked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from pflrepro.io import (
+    DIGEST_SUFFIX,
     IDENTITY_FIELDS,
     CorruptFileError,
+    DamagedRecord,
+    WrongFileError,
+    digest_path,
     identity_mismatch,
     mark_damaged,
     read_record,
@@ -38,9 +53,17 @@ from pflrepro.io import (
     write_digest,
 )
 from pflrepro.progress import PROGRESS_TABLE_SUFFIX
+from pflrepro.records import record_problem
 
 #: Folders under the results directory that hold digested Parquet files.
-PARQUET_DIRS = ("runs", "partitions", "public", "aggregate")
+PARQUET_DIRS = ("runs", "partitions", "public", "aggregate", "tuning")
+#: The other files the workflow's jobs write with a digest record
+#: (:data:`pflrepro.records.OUTPUT_ARGS`): folder under the results directory, names.
+RECORDED = (("tables", "*"), ("partitions", "*-clients.csv"), ("partitions", "*-summary.md"),
+            ("tuning", "*.json"), ("tuning", "*.md"), ("tuning", "*.csv"),
+            ("report", "*.html"))
+#: Where Snakemake writes the training jobs' benchmark records.
+BENCHMARK_DIR = "benchmarks"
 
 
 @dataclass(frozen=True)
@@ -58,7 +81,7 @@ class Finding:
 def _skipped(path: Path) -> bool:
     name = path.name
     return (name.startswith(".") or ".corrupt-" in name or name.endswith(PROGRESS_TABLE_SUFFIX)
-            or not path.is_file())
+            or name.endswith(DIGEST_SUFFIX) or not path.is_file())
 
 
 def stored_parquet(results: Path) -> list[Path]:
@@ -68,7 +91,11 @@ def stored_parquet(results: Path) -> list[Path]:
 
 
 def _check_parquet(path: Path, adopt: bool) -> Finding | None:
-    if read_record(path) is None:
+    try:
+        record = read_record(path)
+    except DamagedRecord:
+        record = ("", "")  # read_verified names the damaged record and marks the file
+    if record is None:
         if not adopt:
             return Finding("undigested", path, "no digest record (written before files "
                            "carried one?): a job reading it treats it as damaged; "
@@ -87,18 +114,77 @@ def _check_parquet(path: Path, adopt: bool) -> Finding | None:
         read_verified(path, lambda p: None, kinds=tuple(IDENTITY_FIELDS))
     except CorruptFileError as err:
         return Finding("damaged", path, str(err).removeprefix(f"{path} is damaged: "))
+    except WrongFileError as err:
+        return Finding("damaged", path, str(err).removeprefix(f"{path} "))
     return None
 
 
-def _check_dataset(meta: Path) -> Finding | None:
+def _check_dataset(folder: Path, adopt: bool) -> Finding | None:
     from pflrepro.data.store import CorruptDataset, load_dataset, load_extras
 
+    meta = folder / "meta.json"
+    if not any(folder.iterdir()):
+        return None
+    if not meta.exists():
+        return Finding("damaged", folder, "meta.json is missing (deleted?); the next "
+                       "snakemake prepares the data set again (its jobs need it)")
+    adopted = False
+    if not digest_path(meta).exists():
+        if not adopt:
+            return Finding("undigested", folder, "meta.json has no digest record (prepared "
+                           "before meta.json carried one?): a job reading it prepares the "
+                           "set again; `pflrepro verify --adopt` checks the arrays against "
+                           "it and trusts it as it is")
+        write_digest(meta)  # trusted now; the arrays are checked against it below
+        adopted = True
     try:
         load_dataset(meta)
         load_extras(meta)
+        if adopted:
+            return Finding("adopted", folder, "wrote meta.json.sha256 (the arrays match it)")
     except CorruptDataset as err:
-        return Finding("damaged", meta.parent, str(err))
+        return Finding("damaged", folder, str(err))
+    except ValueError as err:  # another format version: prepared again by its jobs
+        return Finding("damaged", folder, str(err))
     return None
+
+
+def _check_recorded(path: Path, adopt: bool) -> Finding | None:
+    """A table, report or tuning selection against its digest record."""
+    problem = record_problem(path)
+    if problem is None:
+        return None
+    if problem == "no digest record":
+        if adopt:
+            write_digest(path)
+            return Finding("adopted", path, f"wrote {path.name}.sha256")
+        return Finding("undigested", path, "no digest record (written before files carried "
+                       "one?): delete it so that snakemake writes it again, or trust it "
+                       "as it is with `pflrepro verify --adopt`")
+    return Finding("damaged", path, f"{problem}; a copy kept as {mark_damaged(path).name}, "
+                   f"the file dated 1970-01-01 so that the next snakemake rebuilds it")
+
+
+def _check_benchmark(path: Path) -> Finding | None:
+    """A benchmark record: recorded when it has no digest yet, set aside when damaged."""
+    problem = record_problem(path)
+    if problem is None:
+        return None
+    if problem == "no digest record":  # Snakemake writes them without one
+        write_digest(path)
+        return Finding("recorded", path, f"wrote {path.name}.sha256 (Snakemake writes "
+                       "benchmark records without one)")
+    return Finding("damaged", path, f"{problem}; set aside as {set_aside(path).name} (the "
+                   "job's cost table names it missing; delete its run to measure it again)")
+
+
+def _guarded(check: Callable[[], Finding | None], path: Path) -> Finding | None:
+    """``check()``, or a finding naming ``path`` when it cannot be checked at all."""
+    try:
+        return check()
+    except OSError as err:
+        return Finding("damaged", path, f"cannot be checked ({type(err).__name__}: "
+                       f"{err.strerror or err})")
 
 
 def _check_checkpoint(path: Path) -> Finding | None:
@@ -122,20 +208,20 @@ def verify(results: str | Path = "results", *, adopt: bool = False) -> tuple[int
     results = Path(results)
     if not results.is_dir():
         raise FileNotFoundError(f"{results} is not a directory (--results DIR)")
-    findings: list[Finding] = []
-    checked = 0
+    checks: list[tuple[Path, Callable[[], Finding | None]]] = []
     for path in stored_parquet(results):
-        checked += 1
-        if (finding := _check_parquet(path, adopt)) is not None:
-            findings.append(finding)
-    for meta in sorted((results / "data").glob("*/meta.json")):
-        checked += 1
-        if (finding := _check_dataset(meta)) is not None:
-            findings.append(finding)
+        checks.append((path, partial(_check_parquet, path, adopt)))
+    for folder in sorted(p for p in (results / "data").glob("*") if p.is_dir()):
+        checks.append((folder, partial(_check_dataset, folder, adopt)))
+    recorded = sorted({p for folder, names in RECORDED for p in (results / folder).rglob(names)
+                       if not _skipped(p) and p.suffix != ".parquet"})
+    for path in recorded:
+        checks.append((path, partial(_check_recorded, path, adopt)))
+    for path in sorted((results / BENCHMARK_DIR).rglob("*.tsv")):
+        if not _skipped(path):
+            checks.append((path, partial(_check_benchmark, path)))
     for path in sorted(results.rglob("*.ckpt")):
-        if _skipped(path):
-            continue
-        checked += 1
-        if (finding := _check_checkpoint(path)) is not None:
-            findings.append(finding)
-    return checked, findings
+        if not _skipped(path):
+            checks.append((path, partial(_check_checkpoint, path)))
+    findings = [f for path, check in checks if (f := _guarded(check, path)) is not None]
+    return len(checks), findings

@@ -129,6 +129,9 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     else:
         meta = json.loads((data / "meta.json").read_text())
         (data / "meta.json").write_text(json.dumps({**meta, "x_sha256": "0" * 64}))
+        from pflrepro.io import write_digest
+
+        write_digest(data / "meta.json")  # a meta.json whose record agrees: the sums count
     capsys.readouterr()
     part = tmp_path / "p.parquet"
     assert main(["partition", "--data", str(data / "meta.json"), "--dataset", "digits",
@@ -153,7 +156,7 @@ def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
     # next `snakemake` trains that run again instead of saying "Nothing to be done"
     from pflrepro.io import write_parquet
 
-    run = tmp_path / "split0-seed0.parquet"
+    run = tmp_path / "results/runs/tiny/p/fedavg/split0-seed0.parquet"
     write_parquet(pd.DataFrame({"round": [0, 1]}), run)
     run.write_bytes(run.read_bytes()[:-20])
     agg = tmp_path / "agg.parquet"
@@ -361,3 +364,40 @@ def test_train_several_runs_needs_one_of_each_per_spec(digits: Path, tmp_path: P
                  str(digits), "--partition", "p", "--out", "a", "b"])
     assert code == 1
     assert "--partition: 1 given for 2 --spec" in capsys.readouterr().err
+
+
+def test_the_wrong_kind_of_file_is_refused_and_left_alone(
+        tmp_path: Path, digits: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # train --partition RUN, aggregate ... x.npy and table --aggregate ANY called good
+    # files damaged, dated them 1970 and linked a .corrupt-1 beside them, outside results/
+    part = tmp_path / "part.parquet"
+    assert main(["partition", "--data", str(digits), "--dataset", "digits", "--spec",
+                 json.dumps({"scheme": "iid", "clients": 2}), "--seed", "0",
+                 "--out", str(part)]) == 0
+    run = tmp_path / "results/runs/e/p/fedavg/split0-seed0.parquet"
+    assert main(["train", "--spec", json.dumps(TINY_RUN), "--data", str(digits),
+                 "--partition", str(part), "--out", str(run)]) == 0
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my own notes\n")
+    files = [run, part, notes, digits / "x.npy"]
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    capsys.readouterr()
+    cases = [
+        (["train", "--spec", json.dumps(TINY_RUN), "--data", str(digits), "--partition",
+          str(run), "--out", str(tmp_path / "r2.parquet")], f"{run} is not a partition file"),
+        (["aggregate", "--out", str(tmp_path / "agg.parquet"), str(digits / "x.npy")],
+         f"{digits / 'x.npy'} is not a run or aggregate file written by the workflow"),
+        (["table", "--aggregate", str(notes), "--md", str(tmp_path / "t.md"), "--tex",
+          str(tmp_path / "t.tex"), "--csv", str(tmp_path / "t.csv")],
+         f"{notes} is not a"),
+        (["table", "--aggregate", str(part), "--md", str(tmp_path / "t.md"), "--tex",
+          str(tmp_path / "t.tex"), "--csv", str(tmp_path / "t.csv")],
+         f"{part} is not a run or aggregate file: it holds a partition"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert message in err and "nothing was changed" in err, err
+        assert err.count("\n") == 1, err  # one line
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
+    assert not list(tmp_path.rglob("*.corrupt-*")) and not list(digits.glob("*.corrupt-*"))

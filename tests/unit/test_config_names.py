@@ -130,7 +130,8 @@ def test_the_check_config_command_refuses_before_anything_runs(tmp_path: Path) -
     # what `pflrepro check-config` runs: the file read strictly, the schema, parse
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(_rename_method("x$(touch /tmp/PWNED)")))
-    with pytest.raises(ConfigError, match=r"^methods: key 'x\$\(touch /tmp/PWNED\)'"):
+    with pytest.raises(ConfigError, match=rf"^{path}:\d+: methods: key "
+                                          r"'x\$\(touch /tmp/PWNED\)'"):
         check_config_paths([path], SCHEMA_FILE)
 
 

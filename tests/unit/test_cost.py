@@ -213,3 +213,31 @@ def test_cost_command_says_how_tuned_values_were_chosen(tmp_path: Path) -> None:
              "--training", "{}", "--md", str(md), "--csv", str(csv),
              "--tuning", json.dumps(TUNING)]
     assert main(wrong) == 1
+
+
+def test_a_missing_or_damaged_benchmark_record_is_named_and_the_table_written(
+        tmp_path: Path) -> None:
+    # a job's shell killed: the benchmark TSV was never written and every later run
+    # failed in cost_table with "No such file or directory: ...tsv"
+    from pflrepro.io import digest_path
+
+    a = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=5.0,
+             wall_s=8.0)
+    b = _job(tmp_path, "b", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=5.0,
+             wall_s=9.0)
+    c = _job(tmp_path, "c", "local", "local", rounds=10, n_train=[40, 60], train_s=5.0,
+             wall_s=9.0)
+    b[1].unlink()
+    assert read_benchmark(a[1])["s"] == 8.0 and digest_path(a[1]).exists()  # first reader
+    a[1].write_text(a[1].read_text().replace("8.0", "1.0"))  # damaged after it was read
+    md, csv = tmp_path / "c.md", tmp_path / "c.csv"
+    assert main(["cost", "--experiment", "e", "--runs", str(a[0]), str(b[0]), str(c[0]),
+                 "--benchmarks", str(a[1]), str(b[1]), str(c[1]), "--logs", str(a[2]),
+                 str(b[2]), str(c[2]), "--training", '{"local_epochs": 1}', "--md", str(md),
+                 "--csv", str(csv)]) == 0
+    text = md.read_text()
+    assert "No benchmark record for 2 job(s)" in text
+    assert str(a[1]) in text and str(b[1]) in text and str(c[1]) not in text
+    assert (tmp_path / "a.tsv.corrupt-1").exists()  # set aside, not backdated
+    frame = pd.read_csv(csv).set_index("method")
+    assert math.isnan(frame.loc["fedavg", "wall_s"]) and frame.loc["local", "wall_s"] == 9.0

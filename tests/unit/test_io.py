@@ -9,6 +9,7 @@ from pflrepro.io import (
     DAMAGED_MTIME,
     FILE_MODE,
     CorruptFileError,
+    WrongFileError,
     atomic_digested_path,
     atomic_path,
     digest_path,
@@ -16,7 +17,6 @@ from pflrepro.io import (
     read_verified,
     recorded_digest,
     sha256_file,
-    write_digest,
     write_parquet,
     write_text,
 )
@@ -73,6 +73,14 @@ def _parquet(path: Path) -> Path:
     return path
 
 
+def _owned(tmp_path: Path) -> Path:
+    """A folder of the workflow's results tree (``results/aggregate/<experiment>/``):
+    damaged files there are marked; files elsewhere are only named."""
+    folder = tmp_path / "results/aggregate/tiny"
+    folder.mkdir(parents=True)
+    return folder
+
+
 def test_digested_output_records_its_sha256(tmp_path: Path) -> None:
     path = _parquet(tmp_path / "run.parquet")
     assert digest_path(path).read_text() == f"{sha256_file(path)}  run.parquet\n"
@@ -95,6 +103,7 @@ def test_failed_digested_write_keeps_the_old_file_and_its_record(tmp_path: Path)
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_damaged_file_is_marked_and_named(tmp_path: Path, damage: str) -> None:
+    tmp_path = _owned(tmp_path)
     path = _parquet(tmp_path / "run.parquet")
     data = bytearray(path.read_bytes())
     if damage == "truncate":
@@ -125,17 +134,22 @@ def test_damaged_file_is_marked_and_named(tmp_path: Path, damage: str) -> None:
 
 
 def test_file_without_record_is_damaged(tmp_path: Path) -> None:
+    tmp_path = _owned(tmp_path)
     # issue 27, item 3: a file without its record was trusted when it parsed; one
     # flipped bit often still parses
     path = _parquet(tmp_path / "old.parquet")
     digest_path(path).unlink()
     with pytest.raises(CorruptFileError, match=r"old\.parquet is damaged: it has no digest "
-                                               r"record old\.parquet\.sha256"):
+                                               r"record old\.parquet\.sha256.*Either "
+                                               r"delete .*old\.parquet so that snakemake "
+                                               r"rebuilds it, or trust it as it is with "
+                                               r"`pflrepro verify --adopt`"):
         read_verified(path, pd.read_parquet)
     assert path.stat().st_mtime == DAMAGED_MTIME and (tmp_path / "old.parquet.corrupt-1").exists()
 
 
 def test_record_of_another_file_is_damage(tmp_path: Path) -> None:
+    tmp_path = _owned(tmp_path)
     # issue 27, item 7: a file swapped in with its own record
     other = _parquet(tmp_path / "other.parquet")
     path = tmp_path / "run.parquet"
@@ -186,14 +200,75 @@ def test_another_runs_file_with_its_record_is_named(tmp_path: Path) -> None:
 
 def test_a_run_where_a_partition_belongs_is_named(tmp_path: Path) -> None:
     # issue 27, item 7: a partition replaced by a run failed with KeyError: 'index'
-    path = tmp_path / "split0.parquet"
+    path = tmp_path / "results/partitions/digits/p/split0.parquet"
     write_parquet(_run_frame("fedavg"), path)
-    with pytest.raises(CorruptFileError, match=r"it holds a run \(.*method=fedavg.*\), not "
-                                               r"a partition"):
+    with pytest.raises(CorruptFileError, match=r"it holds a run \(.*method=fedavg.*\), but "
+                                               r"its path is that of a partition"):
         read_verified(path, pd.read_parquet, kinds=("partition",))
-    write_digest(path)  # the identity check is not the digest's: it says what the file is
-    with pytest.raises(CorruptFileError, match="not a partition"):
-        read_verified(path, pd.read_parquet, kinds=("partition",))
+    assert path.stat().st_mtime == DAMAGED_MTIME
+
+
+def test_a_whole_file_of_another_kind_is_refused_and_left_alone(tmp_path: Path) -> None:
+    # a good run given where a partition belongs (train --partition RUN), or a file the
+    # workflow never wrote (aggregate x.npy), was called damaged, linked aside and dated
+    # 1970, outside results/ too
+    run = tmp_path / "results/runs/tiny/p/fedavg/split0-seed0.parquet"
+    write_parquet(_run_frame("fedavg"), run)
+    mine = tmp_path / "mine.parquet"
+    write_parquet(_run_frame("fedavg"), mine)
+    npy = tmp_path / "x.npy"
+    npy.write_bytes(b"\x93NUMPY")
+    before = {p: p.stat().st_mtime for p in (run, mine, npy)}
+    with pytest.raises(WrongFileError, match=r"split0-seed0\.parquet is not a partition file: "
+                                             r"it holds a run \(.*\); nothing was changed"):
+        read_verified(run, pd.read_parquet, kinds=("partition",))
+    with pytest.raises(WrongFileError, match="mine.parquet is not a partition file"):
+        read_verified(mine, pd.read_parquet, kinds=("partition",))
+    with pytest.raises(WrongFileError, match=r"x\.npy is not a run file written by the "
+                                             r"workflow: it has no digest record"):
+        read_verified(npy, pd.read_parquet, kinds=("run",))
+    mine.write_bytes(mine.read_bytes()[:-9])  # damage outside the results tree: named only
+    with pytest.raises(CorruptFileError, match="left as it is"):
+        read_verified(mine, pd.read_parquet, kinds=("run",))
+    assert {p: p.stat().st_mtime for p in (run, mine, npy)} == {**before,
+                                                                 mine: mine.stat().st_mtime}
+    assert not list(tmp_path.rglob("*.corrupt-*"))
+
+
+@pytest.mark.parametrize("record, why", [
+    (b"\xe1\xff\x00 run.parquet\n", "is not UTF-8 text"),
+    (b"", "does not hold a SHA-256 and a file name"),
+    (b"not-a-hash  run.parquet\n", "does not hold a SHA-256 and a file name"),
+])
+def test_damaged_record_is_named_and_marks_the_file(tmp_path: Path, record: bytes,
+                                                    why: str) -> None:
+    # a non-UTF-8 record stopped readers with "'utf-8' codec can't decode byte 0xe1"
+    # naming no file; an empty one was "that of another file ('')"
+    path = _parquet(_owned(tmp_path) / "run.parquet")
+    digest_path(path).write_bytes(record)
+    with pytest.raises(CorruptFileError) as info:
+        read_verified(path, pd.read_parquet)
+    text = str(info.value)
+    assert f"its digest record is damaged: the record {digest_path(path)} {why}" in text
+    assert path.stat().st_mtime == DAMAGED_MTIME
+
+
+def test_a_symlinked_output_is_marked_without_touching_its_target(tmp_path: Path) -> None:
+    # a run replaced by a link to another run: the backdating went through the link to
+    # the good file, and the link, newer than its inputs, was never rebuilt
+    folder = _owned(tmp_path)
+    good = _parquet(folder / "good.parquet")
+    good_mtime = good.stat().st_mtime
+    link = folder / "run.parquet"
+    link.symlink_to(good.name)
+    digest_path(link).write_bytes(digest_path(good).read_bytes())
+    with pytest.raises(CorruptFileError, match="that of another file"):
+        read_verified(link, pd.read_parquet)
+    assert good.stat().st_mtime == good_mtime and recorded_digest(good) == sha256_file(good)
+    assert link.is_symlink() and os.lstat(link).st_mtime == DAMAGED_MTIME
+    aside = folder / "run.parquet.corrupt-1"
+    assert aside.is_symlink() and os.readlink(aside) == good.name
+    assert not (folder / "good.parquet.corrupt-1").exists()
 
 
 def test_verified_file_that_fails_to_parse_is_kept(tmp_path: Path) -> None:
@@ -219,9 +294,9 @@ def test_marking_forgets_snakemakes_record_of_the_file(tmp_path: Path, monkeypat
     import base64
 
     monkeypatch.chdir(tmp_path)
-    path = _parquet(tmp_path / "results/x.parquet")
+    path = _parquet(tmp_path / "results/aggregate/x.parquet")
     record = tmp_path / ".snakemake/metadata" / base64.urlsafe_b64encode(
-        b"results/x.parquet").decode()  # "cmVzdWx0cy94LnBhcnF1ZXQ="
+        b"results/aggregate/x.parquet").decode()
     record.parent.mkdir(parents=True)
     record.write_text("{}")
     path.write_bytes(b"PAR1")

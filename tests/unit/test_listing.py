@@ -64,5 +64,22 @@ def test_a_value_the_config_fixes_is_set_not_tuned() -> None:
 def test_render_needs_a_config_for_hyperparameters() -> None:
     with pytest.raises(ValueError, match="needs a config"):
         render("hyperparameters")
-    assert "## fedamp (fedamp)" in render("all", parse(_config()))
-    assert "# Hyperparameters of the config" not in render("all")
+    # `pflrepro list` is one screen: the hyperparameters' provenance (~300 lines for
+    # config.yaml) only behind `list hyperparameters`
+    assert "## fedamp (fedamp)" not in render("all", parse(_config()))
+    overview = render("all")
+    assert "# Hyperparameters of the config" not in overview
+    assert "pflrepro list hyperparameters" in overview and "pflrepro list methods" in overview
+    assert len(overview.splitlines()) <= 60
+
+
+def test_long_experiment_lists_are_named_once() -> None:
+    # "tuned on validation by" and 17 experiment names, repeated for every tuned key
+    raw = _config()
+    for i in range(4):
+        raw["experiments"][f"copy{i}"] = raw["experiments"]["tiny"]
+    text = hyperparameters(parse(raw))
+    amp = _lines(text, "fedamp")
+    assert any("tuned on validation by the 5 experiments of E1" in line for line in amp)
+    assert "  - E1: tiny, copy0, copy1, copy2, copy3" in text
+    assert text.count("copy3") == 1

@@ -77,7 +77,8 @@ def test_from_spec_unknown_key():
 
 
 def test_from_spec_missing_required_field():
-    with pytest.raises(TypeError):
+    # a TypeError ("missing 1 required positional argument") reached the user as a traceback
+    with pytest.raises(ValueError, match="partition scheme 'dirichlet' needs alpha"):
         from_spec({"scheme": "dirichlet", "clients": 3})
 
 
@@ -191,7 +192,7 @@ def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
     from pflrepro.io import DAMAGED_MTIME, CorruptFileError
 
     p = LabelGroupsPartitioner(clients=4, groups=2)
-    path = tmp_path / "split0.parquet"
+    path = tmp_path / "results/partitions/toy" / p.id / "split0.parquet"
     write_partition(p.split(np.repeat(np.arange(4), 10), 4, seed=0), str(path),
                     partitioner=p, dataset="toy", seed=0)
     data = bytearray(path.read_bytes())
@@ -205,4 +206,4 @@ def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
     assert str(info.value).startswith(f"{path} is damaged")
     assert "rerun snakemake" in str(info.value)
     assert path.stat().st_mtime == DAMAGED_MTIME  # older than its inputs: rebuilt by snakemake
-    assert (tmp_path / "split0.parquet.corrupt-1").read_bytes() == bytes(data)
+    assert path.with_name("split0.parquet.corrupt-1").read_bytes() == bytes(data)

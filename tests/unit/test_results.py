@@ -39,8 +39,12 @@ def _flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+#: Where the workflow keeps _run's runs (damaged files there are marked for rebuilding).
+RUNS = "results/runs/experiment/partition/method"
+
+
 def test_aggregate_names_and_sets_aside_every_damaged_run(tmp_path: Path) -> None:
-    runs = [_run(tmp_path / f"split0-seed{i}.parquet", i) for i in range(3)]
+    runs = [_run(tmp_path / RUNS / f"split{i}-seed{i}.parquet", i) for i in range(3)]
     _truncate(runs[0])
     _flip(runs[2])
     out = tmp_path / "agg.parquet"
@@ -62,8 +66,8 @@ def test_aggregate_names_and_sets_aside_every_damaged_run(tmp_path: Path) -> Non
 
 
 def test_read_table_checks_the_aggregate(tmp_path: Path) -> None:
-    runs = [_run(tmp_path / f"r{i}.parquet", i) for i in range(2)]
-    out = tmp_path / "agg.parquet"
+    runs = [_run(tmp_path / RUNS / f"split{i}-seed{i}.parquet", i) for i in range(2)]
+    out = tmp_path / "results/aggregate/experiment/method.parquet"
     aggregate(runs, out)
     expected = pd.concat([pd.read_parquet(r) for r in runs], ignore_index=True)
     pd.testing.assert_frame_equal(read_table(out), expected)

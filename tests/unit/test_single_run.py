@@ -35,11 +35,16 @@ def _args(dirs: dict[str, str]) -> list[str]:
     return [x for kv in dirs.items() for x in kv]
 
 
-def test_run_writes_the_same_table_as_the_workflow_train_job(dirs: dict[str, str],
-                                                              tmp_path: Path) -> None:
+def test_run_writes_the_same_table_as_the_workflow_train_job(
+        dirs: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     out = tmp_path / "one.parquet"
-    assert main(["run", "--method", "fedamp", *FLAGS, "-p", "lam=0.0001", "--seed", "1",
-                 "--out", str(out), *_args(dirs)]) == 0
+    with caplog.at_level("INFO", logger="pflrepro"):
+        assert main(["run", "--method", "fedamp", *FLAGS, "-p", "lam=0.0001", "--seed", "1",
+                     "--out", str(out), *_args(dirs)]) == 0
+    # it said where it writes (results/ in the current directory, unannounced, before)
+    assert (f"pflrepro run writes prepared data under {Path(dirs['--data-root']).resolve()}, "
+            f"partitions and public sets under {Path(dirs['--work']).resolve()}, the run "
+            f"table to {out.resolve()}") in caplog.text
     table = pd.read_parquet(out)
     assert set(table["experiment"]) == {"run"} and set(table["method"]) == {"fedamp"}
     assert json.loads(table["params"].iloc[0]) == {"lam": 0.0001}

@@ -10,6 +10,7 @@ from pflrepro.data.store import (
     load_extras,
     write_dataset,
 )
+from pflrepro.io import write_digest
 
 
 def toy(n: int = 50, shape=(3, 4, 4), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -27,7 +28,8 @@ def test_round_trip(tmp_path):
     assert ds.y.dtype == np.int64 and isinstance(ds.x, np.memmap)
     assert ds.meta == meta
     assert meta.shape == (3, 4, 4) and meta.size == 50 and meta.num_classes == 5
-    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["meta.json", "x.npy", "y.npy"]
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["meta.json", "meta.json.sha256",
+                                                               "x.npy", "y.npy"]
 
 
 def test_meta_json_path_accepted(tmp_path):
@@ -75,6 +77,7 @@ def test_zeroed_sha256_in_meta_refused(tmp_path, key):
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
     meta = json.loads((tmp_path / "meta.json").read_text())
     (tmp_path / "meta.json").write_text(json.dumps({**meta, key: "0" * 64}))
+    write_digest(tmp_path / "meta.json")  # a meta.json whose record agrees: the sums count
     with pytest.raises(CorruptDataset, match=f"{key[0]}.npy: sha256 .*records 0{{64}}"):
         load_dataset(tmp_path)
 
@@ -86,6 +89,7 @@ def test_unreadable_meta_or_missing_array_names_the_fix(tmp_path):
     with pytest.raises(CorruptDataset, match="y.npy is missing; .*delete the folder"):
         load_dataset(tmp_path)
     (tmp_path / "meta.json").write_text("{ not json")
+    write_digest(tmp_path / "meta.json")
     with pytest.raises(CorruptDataset, match="meta.json: cannot be read.*delete the folder"):
         load_dataset(tmp_path)
 
@@ -97,6 +101,7 @@ def test_missing_and_mismatched(tmp_path):
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
     meta = json.loads((tmp_path / "meta.json").read_text())
     (tmp_path / "meta.json").write_text(json.dumps({**meta, "size": 49}))
+    write_digest(tmp_path / "meta.json")
     with pytest.raises(ValueError, match="x.npy: shape .*but meta.json says"):
         load_dataset(tmp_path)
 
@@ -224,9 +229,48 @@ def test_garbage_meta_is_kept_in_place_and_x_removed(tmp_path):
     x, y = toy()
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
     (tmp_path / "meta.json").write_text("\x00garbage")
-    with pytest.raises(CorruptDataset, match=r"meta\.json: cannot be read .*a copy kept as "
-                                             r"meta\.json\.corrupt-1, x\.npy removed"):
+    with pytest.raises(CorruptDataset, match=r"meta\.json: its SHA-256 differs .*a copy kept "
+                                             r"as meta\.json\.corrupt-1, x\.npy removed"):
         load_dataset(tmp_path)
     assert (tmp_path / "meta.json").read_text() == "\x00garbage"  # input of other jobs
     assert (tmp_path / "meta.json.corrupt-1").read_text() == "\x00garbage"
     assert not (tmp_path / "x.npy").exists()  # so Snakemake runs prepare_data again
+
+
+# ------------------------------------------------------------------ meta.json's digest
+# A changed normalisation constant (mean 0.9, std 0.0376, mtime kept) passed verify and
+# every job, and a run trained on it fell from 59.2 % to 9.2 % without a word; nor was a
+# changed class count found
+
+
+@pytest.mark.parametrize("edit", [{"mean": [0.9], "std": [0.0376]}, {"num_classes": 4}])
+def test_edited_meta_is_refused_and_the_set_prepared_again(tmp_path, edit):
+    import os
+
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    meta_path = tmp_path / "meta.json"
+    stat = meta_path.stat()
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), **edit}))
+    os.utime(meta_path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(CorruptDataset, match=r"meta\.json: its SHA-256 differs from the one "
+                                             r"recorded in meta\.json\.sha256"):
+        load_dataset(tmp_path)
+    assert not (tmp_path / "x.npy").exists()  # a target of the workflow: prepared again
+    with pytest.raises(CorruptDataset):  # extras read meta.json through the same check
+        np.save(tmp_path / "writer.npy", np.arange(50) % 7)
+        load_extras(tmp_path)
+
+
+@pytest.mark.parametrize("record", [None, b"", b"\xe1\x00 meta.json\n"])
+def test_meta_without_a_whole_record_is_refused(tmp_path, record):
+    x, y = toy()
+    write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
+    record_path = tmp_path / "meta.json.sha256"
+    if record is None:
+        record_path.unlink()
+    else:
+        record_path.write_bytes(record)
+    why = "it has no digest record" if record is None else "its digest record is damaged"
+    with pytest.raises(CorruptDataset, match=f"meta\\.json: {why}"):
+        load_dataset(tmp_path)

@@ -77,3 +77,104 @@ def test_undigested_files_are_reported_and_adopted_only_on_request(tmp_path: Pat
     _, findings = verify(results, adopt=True)
     assert [(f.status, f.path) for f in findings] == [("adopted", run)]
     assert verify(results) == (3, [])
+
+
+# ------------------------------------------------------------------ every file written
+# The campaign's silent cases: meta.json's normalisation constants and class count, a
+# deleted meta.json, tables, partition reports and benchmark records changed with the
+# mtime kept all passed verify; a non-UTF-8 record stopped it at the first one.
+
+
+def _edit_keep_mtime(path: Path, old: str, new: str) -> None:
+    stat = path.stat()
+    path.write_text(path.read_text().replace(old, new))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_edited_or_deleted_meta_json_is_found(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    meta = results / "data/toy/meta.json"
+    _edit_keep_mtime(meta, '"num_classes": 2', '"num_classes": 3')
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("damaged", results / "data/toy")]
+    assert "meta.json: its SHA-256 differs" in findings[0].detail
+    assert not (results / "data/toy/x.npy").exists()  # a target of the workflow: prepared again
+    meta.unlink()
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("damaged", results / "data/toy")]
+    assert "meta.json is missing" in findings[0].detail
+
+
+def _written_by_commands(results: Path) -> dict[str, Path]:
+    """A table and a partition report, written as their commands write them."""
+    import argparse
+
+    from pflrepro.io import write_text
+    from pflrepro.records import record_outputs
+
+    table = results / "tables/tiny.md"
+    clients = results / "partitions/toy/p/split0-clients.csv"
+    write_text(table, "| method | accuracy |\n| fedavg | 87.1 |\n")
+    write_text(clients, "client,n\n0,87\n")
+    record_outputs(argparse.Namespace(command="table", md=str(table), tex=None, csv=None))
+    record_outputs(argparse.Namespace(command="partition-stats", csv=str(clients), md=None))
+    return {"table": table, "clients": clients}
+
+
+def test_tables_and_partition_reports_carry_digests(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    files = _written_by_commands(results)
+    assert verify(results) == (5, [])
+    _edit_keep_mtime(files["table"], "87.1", "97.1")
+    _edit_keep_mtime(files["clients"], "87", "97")
+    _, findings = verify(results)
+    assert sorted((f.status, f.path) for f in findings) == sorted(
+        ("damaged", p) for p in files.values())
+    for path in files.values():  # rebuilt by the next snakemake
+        assert path.stat().st_mtime == DAMAGED_MTIME
+        assert path.with_name(path.name + ".corrupt-1").exists()
+    digest_path(files["table"]).unlink()
+    (files["table"]).write_text("by hand\n")
+    _, findings = verify(results)
+    assert ("undigested", files["table"]) in [(f.status, f.path) for f in findings]
+
+
+def test_benchmark_records_are_recorded_then_checked(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    bench = results / "benchmarks/train/tiny/p/fedavg/split0-seed0.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t300\t11.0\n")
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("recorded", bench)]
+    assert verify(results) == (4, [])
+    _edit_keep_mtime(bench, "12.5", "1.5")
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("damaged", bench)]
+    assert not bench.exists() and bench.with_name(bench.name + ".corrupt-1").exists()
+
+
+def test_a_non_utf8_record_is_named_and_the_rest_still_checked(tmp_path: Path, capsys) -> None:
+    results = _results(tmp_path)
+    fedavg = results / "runs/tiny/p/fedavg/split0-seed0.parquet"
+    local = results / "runs/tiny/p/local/split0-seed0.parquet"
+    digest_path(fedavg).write_bytes(b"\xe1\xff\x00\n")
+    _flip_keep_mtime(local)
+    assert main(["verify", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert f"damaged: {fedavg}: its digest record is damaged: the record " in out
+    assert "is not UTF-8 text" in out
+    assert f"damaged: {local}: its SHA-256 differs" in out
+
+
+def test_a_meta_json_from_before_records_is_reported_then_adopted(tmp_path: Path) -> None:
+    # data sets prepared before meta.json carried a record: reported, left alone (a job
+    # would prepare the set again, and rebuild everything made from it), adopted on request
+    results = _results(tmp_path)
+    folder = results / "data/toy"
+    digest_path(folder / "meta.json").unlink()
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("undigested", folder)]
+    assert (folder / "x.npy").exists() and not list(folder.glob("*.corrupt-*"))
+    _, findings = verify(results, adopt=True)
+    assert [(f.status, f.path) for f in findings] == [("adopted", folder)]
+    assert verify(results) == (3, [])

@@ -43,3 +43,42 @@ def test_damaged_partition_under_keep_going_leaves_a_partial_table(tmp_path: Pat
     assert partition.with_name("split0.parquet.corrupt-1").read_bytes() == bytes(data)
     rebuilt = {(rule, wc.get("partition")) for rule, wc in planned_jobs(snakemake(work, "-n"))}
     assert ("partition", partition.parent.name) in rebuilt, rebuilt
+
+
+# A damaged x.npy / meta.json was set aside (or x.npy removed) with "rerun snakemake",
+# then snakemake said "Nothing to be done": nothing needed the missing array, so
+# prepare_data never ran and the damaged set stayed; a deleted meta.json was not found.
+def _damage_keep_mtime(data: Path, damage: str) -> None:
+    import os
+
+    if damage == "flip_x":
+        path = data / "x.npy"
+        raw = bytearray(path.read_bytes())
+        raw[-1] ^= 0x01
+    elif damage == "garbage_meta":
+        path, raw = data / "meta.json", bytearray(os.urandom(64))
+    else:  # the campaign's edit: mean 0.9, std 0.0376
+        path = data / "meta.json"
+        text = path.read_text()
+        raw = bytearray((text[:text.index('"mean"')] + '"mean": [0.9], "std": [0.0376], '
+                         + text[text.index('"max_value"'):]).encode())
+    stat = path.stat()
+    path.write_bytes(bytes(raw))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_damaged_prepared_data_is_prepared_again(tmp_path: Path) -> None:
+    from pflrepro.verify import verify
+
+    work = new_workdir(tmp_path / "wf")
+    snakemake(work, "--until", "partition")
+    data = work / "results/data/digits"
+    for damage in ("flip_x", "garbage_meta", "edited_meta_stats"):
+        _damage_keep_mtime(data, damage)
+        _, findings = verify(work / "results")
+        assert [f.path for f in findings] == [data], (damage, findings)
+        dry = snakemake(work, "-n", "--until", "partition")
+        planned = {rule for rule, _ in planned_jobs(dry)}
+        assert {"prepare_data", "partition"} <= planned, (damage, planned)
+        snakemake(work, "--until", "partition")
+        assert verify(work / "results")[1] == [], damage

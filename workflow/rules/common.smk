@@ -10,6 +10,8 @@ import shlex
 import pflrepro.workflow as W
 import pflrepro.tuning_jobs as TJ
 import pflrepro.config as C
+from pflrepro.config_checks import located, refuse_periodic_names
+from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
@@ -22,7 +24,9 @@ min_version("9.0")
 # short message naming the key) and parse it (references, sizes, per-model options).
 try:
     C.check_config_files(workflow.configfiles)
-    CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    with located(workflow.configfiles):  # a schema error names the file and line of its key
+        CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
@@ -54,7 +58,8 @@ wildcard_constraints:
 
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
-    return W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+    return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+            + prepared_arrays(CFG, W.chosen_experiments(CFG)))
 
 
 def run_spec(wildcards):

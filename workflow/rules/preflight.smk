@@ -25,6 +25,9 @@
 # 4. A file where the workflow writes a directory (results/, results/runs, figures/,
 #    logs/, data/raw) is refused here, naming it, before Snakemake meets it as a bare
 #    NotADirectoryError.
+# 5. A lock on this directory (.snakemake/locks): say whether a Snakemake still runs
+#    here (wait) or none does (then --unlock is safe), before Snakemake's own message,
+#    which advises --unlock either way (pflrepro.locks). Only the main process says it.
 
 import os
 import sys
@@ -68,3 +71,8 @@ try:
     C.check_config_files([os.path.abspath("config.yaml")])
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
+
+from pflrepro.locks import lock_note
+
+if getattr(workflow, "is_main_process", True) and (_note := lock_note(os.getcwd())):
+    print(_note, file=sys.stderr)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -248,7 +249,32 @@ def from_spec(spec: Mapping[str, Any]) -> Partitioner:
     if unknown:
         raise ValueError(f"partition scheme {scheme!r}: unknown key(s) {sorted(unknown)}; "
                          f"known: {sorted(names)}")
-    return cls(**spec)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    missing = sorted(n for n, f in fields.items() if n not in spec and f.init
+                     and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ValueError(f"partition scheme {scheme!r} needs {', '.join(missing)} (`pflrepro "
+                         f"list partitions` shows each scheme's options)")
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # an annotation only type checkers can resolve: no check
+        hints = {}
+    for key, value in spec.items():
+        wanted = _NUMBER_TYPES.get(hints.get(key))
+        if wanted is not None and (isinstance(value, bool) or not isinstance(value, wanted[0])):
+            raise ValueError(f"partition scheme {scheme!r}: {key} must be {wanted[1]}, got "
+                             f"{value!r}")
+    try:
+        return cls(**spec)
+    except TypeError as err:  # a value of another type than the scheme compares or sums
+        raise ValueError(f"partition scheme {scheme!r} with {spec}: {err}") from None
+
+
+#: Annotated field types whose values are checked before a scheme is built: the
+#: accepted Python types and how the message names them.
+_NUMBER_TYPES: dict[Any, tuple[tuple[type, ...], str]] = {
+    int: ((int,), "an integer"), float: ((int, float), "a number")}
 
 
 def write_partition(frame: pd.DataFrame, path: str, *, partitioner: Partitioner,

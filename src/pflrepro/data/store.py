@@ -5,7 +5,9 @@ A prepared data set is a directory holding
 * ``x.npy``: ``uint8`` images, shape ``(N, C, H, W)``;
 * ``y.npy``: ``int64`` labels in ``[0, num_classes)``, shape ``(N,)``;
 * ``meta.json``: name, number of classes, image shape, normalisation constants
-  and the SHA-256 of both arrays (and of each extra array);
+  and the SHA-256 of both arrays (and of each extra array), with its own SHA-256 in
+  ``meta.json.sha256`` (a changed normalisation constant or class count changes
+  every run made from the set, yet no array);
 * optionally extra per-sample arrays ``<name>.npy`` (``writer.npy`` for FEMNIST,
   ``domain.npy`` for Office-Home), written before ``meta.json`` and read, checked
   against its sums, by :func:`load_extras`.
@@ -23,10 +25,11 @@ A damaged data set is made to be prepared again, as damaged runs are rebuilt
 (:func:`_damaged`): a damaged array is set aside as ``<name>.npy.corrupt-<n>``; a
 damaged ``meta.json``, which other jobs take as their input, stays in place (a copy
 kept as ``meta.json.corrupt-<n>``), and ``x.npy`` is removed instead. ``x.npy`` and
-``y.npy`` are outputs of the workflow's ``prepare_data`` but no job's input, so the
-next ``snakemake`` sees one missing and prepares the set again, while the jobs of the
-running one still find the inputs they declared (a vanished input would abort them
-all, ``--keep-going`` or not).
+``y.npy`` are outputs of the workflow's ``prepare_data`` and targets of its default
+rule (:mod:`pflrepro.data_targets`) but no job's input, so the next ``snakemake`` sees
+one missing and prepares the set again, while the jobs of the running one still find
+the inputs they declared (a vanished input would abort them all, ``--keep-going`` or
+not).
 """
 
 from __future__ import annotations
@@ -38,7 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pflrepro.io import atomic_path, mark_damaged, set_aside, sha256_file, write_text
+from pflrepro.io import (
+    DamagedRecord,
+    atomic_digested_path,
+    atomic_path,
+    digest_path,
+    mark_damaged,
+    read_record,
+    set_aside,
+    sha256_file,
+)
 
 FORMAT_VERSION = 1
 #: Images per chunk when computing the normalisation constants.
@@ -151,8 +163,36 @@ def write_dataset(
     record = asdict(meta)
     if not meta.extras_sha256:  # data sets without extras: meta.json as before the field
         del record["extras_sha256"]
-    write_text(directory / "meta.json", json.dumps(record, indent=2) + "\n")
+    with atomic_digested_path(directory / "meta.json") as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return meta
+
+
+def _meta_text(directory: Path) -> str:
+    """``meta.json``'s text after checking it against ``meta.json.sha256``.
+
+    A missing, damaged or other file's record, or a SHA-256 that differs, makes the set
+    be prepared again (:func:`_damaged`); the error names the file and why.
+    """
+    meta_path = directory / "meta.json"
+    record_name = digest_path(meta_path).name
+    try:
+        record = read_record(meta_path)
+    except DamagedRecord as err:
+        raise _damaged(directory, meta_path, f"its digest record is damaged: {err}") from None
+    if record is None:
+        raise _damaged(directory, meta_path, f"it has no digest record {record_name} "
+                                             f"(prepared by an older version, or the "
+                                             f"record was lost), so its normalisation "
+                                             f"constants and class count cannot be trusted")
+    if record[1] != meta_path.name or sha256_file(meta_path) != record[0]:
+        raise _damaged(directory, meta_path, f"its SHA-256 differs from the one recorded in "
+                                             f"{record_name} (changed after it was "
+                                             f"written)")
+    try:
+        return meta_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _damaged(directory, meta_path, f"cannot be read ({exc})") from exc
 
 
 def channel_stats(x: np.ndarray, max_value: int, *,
@@ -220,8 +260,7 @@ def load_extras(directory: str | Path, *, verify: bool = True) -> dict[str, np.n
     if verify and files:
         meta_path = directory / "meta.json"
         try:
-            recorded = json.loads(meta_path.read_text(encoding="utf-8")).get(
-                "extras_sha256", {})
+            recorded = json.loads(_meta_text(directory)).get("extras_sha256", {})
         except FileNotFoundError as exc:
             raise CorruptDataset(f"{meta_path} is missing; {_fix(directory)}") from exc
         except (OSError, ValueError, AttributeError) as exc:
@@ -253,8 +292,12 @@ def load_dataset(directory: str | Path, *, verify: bool = True) -> ArrayDataset:
     meta_path = directory / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} not found: prepare the data set first")
+    if verify:
+        text = _meta_text(directory)
+    else:
+        text = meta_path.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = json.loads(meta_path.read_text(encoding="utf-8"))
+        raw = json.loads(text)
         raw["shape"] = tuple(raw["shape"])
         raw["mean"] = tuple(raw["mean"])
         raw["std"] = tuple(raw["std"])

@@ -117,10 +117,16 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     """Snakemake's benchmark record of a job: ``s``, ``max_rss`` (MiB), ``cpu_time``.
 
     The last row counts (a job benchmarked with repeats writes one per repeat);
-    ``NA`` (Snakemake could not sample the process) becomes NaN.
+    ``NA`` (Snakemake could not sample the process) becomes NaN, and so does every
+    value of a missing or damaged record (:func:`pflrepro.records.checked_benchmark`
+    names it and sets a damaged one aside).
     """
     import pandas as pd
 
+    from pflrepro.records import checked_benchmark
+
+    if checked_benchmark(path) is None:
+        return {k: math.nan for k in ("s", "max_rss", "cpu_time")}
     frame = pd.read_csv(path, sep="\t", na_values=["NA", "-"])
     if frame.empty or "s" not in frame.columns:
         raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
@@ -356,11 +362,13 @@ def markdown(table: pd.DataFrame, columns: Sequence[str],
 
 def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str | Path,
                csv: str | Path, projection_csv: str | Path | None = None, *,
-               experiment: str = "", tuning: Sequence[str] = ()) -> None:
+               experiment: str = "", tuning: Sequence[str] = (),
+               missing: Sequence[str] = ()) -> None:
     """Write the measured table (Markdown with the projection, CSV) atomically.
 
     ``tuning``: sentences on the measured runs' tuned values, one per tuned method
-    (:func:`pflrepro.tuning.table_notes`), a paragraph below the measured table.
+    (:func:`pflrepro.tuning.table_notes`), a paragraph below the measured table;
+    ``missing``: the benchmark records that were missing or damaged, named below it.
     """
     from pflrepro.io import write_csv, write_text
 
@@ -372,6 +380,12 @@ def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str |
              "resident memory.", "", markdown(measured, MEASURED_COLUMNS, MEASURED_HEADERS)]
     if tuning:
         parts += ["", " ".join(tuning)]
+    if missing:
+        parts += ["", f"No benchmark record for {len(missing)} job(s), so their wall "
+                  f"time, CPU time and memory are missing from the table (a job killed "
+                  f"before Snakemake wrote its record, or a damaged record set aside): "
+                  f"{', '.join(missing)}. To measure one again, delete its run and rerun "
+                  f"snakemake."]
     if projected is not None:
         total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
         devices = ", ".join(sorted(set(measured["device"])))

@@ -1,0 +1,110 @@
+"""``pflrepro``'s grouped help and its one-line errors (the campaign's tracebacks).
+
+Each command runs in its own process, as a user runs it: what counts is what reaches
+the terminal (stdout and stderr), which logging set up inside pytest would hide.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pflrepro.cli import build_parser
+from pflrepro.cli_support import USER_COMMANDS
+
+
+def _pflrepro(*args: str, shell: str | None = None, cwd: Path | None = None
+              ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    command = [sys.executable, "-m", "pflrepro", *args]
+    if shell is not None:  # a redirection the test needs (>&-, > /dev/full)
+        command = ["bash", "-c", " ".join(f"'{w}'" for w in command) + " " + shell]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=120)
+
+
+def test_help_lists_the_users_commands_first_then_the_jobs() -> None:
+    text = build_parser().format_help()
+    user, jobs = text.index("\ncommands:\n"), text.index("\njob commands")
+    assert user < jobs
+    for name in USER_COMMANDS:
+        assert user < text.index(f"\n  {name} ") < jobs, name
+    for name in ("train", "prepare", "aggregate", "table", "tune-select"):
+        assert text.index(f"\n  {name} ") > jobs, name
+    assert "pflrepro partition --data" not in text  # the module's docstring is not the help
+
+
+def _one_error_line(proc: subprocess.CompletedProcess, command: str) -> str:
+    assert proc.returncode == 1, proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pflrepro {command}: error: "), \
+        proc.stderr  # once: no log ERROR line before it, no traceback
+    return lines[0]
+
+
+def test_an_error_is_printed_once(tmp_path: Path) -> None:
+    # a log ERROR line, then argparse's "error:", said the same thing twice
+    line = _one_error_line(_pflrepro("partition", "--data", str(tmp_path / "none"),
+                                     "--dataset", "digits", "--spec",
+                                     '{"scheme": "iid", "clients": 2}', "--seed", "0",
+                                     "--out", str(tmp_path / "p.parquet")), "partition")
+    assert "meta.json not found" in line
+
+
+@pytest.mark.parametrize("redirect, command, message", [
+    (">&-", "status", "standard output is closed"),
+    ("> /dev/full", "list", "cannot write to standard output: No space left on device"),
+])
+def test_a_closed_or_full_stdout_is_one_line(redirect: str, command: str, message: str,
+                                             tmp_path: Path) -> None:
+    (tmp_path / "results/runs").mkdir(parents=True)
+    if redirect == "> /dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    line = _one_error_line(_pflrepro(command, shell=redirect, cwd=tmp_path), command)
+    assert message in line
+
+
+def test_a_directory_given_for_an_output_file_is_one_line(tmp_path: Path) -> None:
+    # plot --pdf /tmp: a traceback, and the temporary file went to the folder above
+    before = sorted(p.name for p in tmp_path.parent.iterdir())
+    line = _one_error_line(_pflrepro("schema", "--write", "--path", str(tmp_path)), "schema")
+    assert f"{tmp_path}: is a directory, where a file is expected" in line
+    assert sorted(p.name for p in tmp_path.parent.iterdir()) == before
+
+
+def test_a_config_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("x: " + "[" * 5000 + "]" * 5000 + "\n")
+    line = _one_error_line(_pflrepro("check-config", str(deep)), "check-config")
+    assert f"({deep}) is nested too deeply" in line
+
+
+@pytest.mark.parametrize("spec, message", [
+    ('{"scheme": "iid"}', "partition scheme 'iid' needs clients"),
+    ('{"scheme": "practical", "clients": 4, "groups": "foo"}',
+     "partition scheme 'practical': groups must be an integer, got 'foo'"),
+])
+def test_a_bad_partition_spec_is_one_line(tmp_path: Path, spec: str, message: str) -> None:
+    import numpy as np
+
+    from pflrepro.data.store import write_dataset
+
+    write_dataset(tmp_path / "d", np.zeros((8, 1, 2, 2), dtype=np.uint8), np.arange(8) % 2,
+                  name="d", num_classes=2, max_value=255, source="test")
+    line = _one_error_line(_pflrepro("partition", "--data", str(tmp_path / "d"), "--dataset",
+                                     "d", "--spec", spec, "--seed", "0", "--out",
+                                     str(tmp_path / "p.parquet")), "partition")
+    assert message in line
+
+
+def test_a_missing_input_says_not_found(tmp_path: Path) -> None:
+    # table --aggregate /nonexistent.parquet said only the path
+    missing = tmp_path / "none.parquet"
+    line = _one_error_line(_pflrepro("table", "--aggregate", str(missing), "--md",
+                                     str(tmp_path / "t.md"), "--tex", str(tmp_path / "t.tex"),
+                                     "--csv", str(tmp_path / "t.csv")), "table")
+    assert line.endswith(f"{missing}: not found")
