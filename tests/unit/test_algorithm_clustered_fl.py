@@ -13,6 +13,7 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.clustered_fl import (
     CLUSTER,
     ClusteredFL,
+    ClusteredFLHyper,
     bipartition,
     flatten,
     should_split,
@@ -254,3 +255,31 @@ def test_parse_hyper_defaults():
 def test_parse_hyper_rejects(params, match):
     with pytest.raises(ValueError, match=match):
         parse_hyper(ClusteredFL, params)
+
+
+# ---------------------------------------------------------------------- config
+
+
+def test_eps1_is_selected_on_validation_where_clustered_fl_runs():
+    # FedEM's eps1 = 0.4 was set for SGD; under Adam the mean update norm of the
+    # FedeRiCo designs stays above it, so a fixed 0.4 never splits. Every experiment
+    # that runs Clustered FL selects eps1 on validation from a grid holding FedEM's
+    # value and reaching 10 (above the mean update norms measured at CPU scale), and
+    # no method entry fixes it (a fixed key is not tuned).
+    from pathlib import Path
+
+    from pflrepro.config import load_config_file, parse
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = parse(load_config_file(repo / "config.yaml"))
+    cfl = {m for m, spec in cfg.methods.items() if spec.algorithm == "clustered_fl"}
+    experiments = [x for x in cfg.experiments.values() if cfl & set(x.methods)]
+    assert len(experiments) >= 5  # FedeRiCo Table 1: 3 paper-scale, 2 CPU-scale
+    for x in experiments:
+        for m in cfl & set(x.methods):
+            assert "eps1" not in cfg.methods[m].params, m
+            assert x.tune is not None and m in x.tune.methods, x.name
+            (grid,) = [g for g in x.tune.methods[m] if g.key == "eps1"]
+            assert 0.4 in grid.values and max(grid.values) >= 10, x.name
+            # splits start after the warm-up: the budget must reach past it
+            assert x.tune.rounds > ClusteredFLHyper().warmup_rounds, x.name
