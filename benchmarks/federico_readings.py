@@ -16,6 +16,8 @@ Fashion-MNIST and digits with their 3 seed pairs, Figs. 5, 6b, 6c) through
 * the mean entropy (nats; ln 8 = 2.08 is uniform over 8) of the weight rows at rounds
   0, 1, 5 and the last;
 * the share of weights w_ij < 0.01 five rounds after the first table;
+* with ``--over-rounds``, the entropy, same-group share, lone w_ii and share of
+  w_ij < 0.01 at rounds 0, 1, 2, 3, 5, 10, 20 and 30;
 * the statements: (S1, Sec. 3.3) no weights of a client with group-mates one-hot
   (max ≥ 0.99; a lone client's are, by Fig. 3) one round after the table starts
   (round 1 without warm-up, W + 1 after W warm-up rounds); (S2, Fig. 3) group-mates
@@ -202,6 +204,34 @@ def measure(work: Path, reading: str) -> dict:
     return res
 
 
+OVER_ROUNDS = (0, 1, 2, 3, 5, 10, 20, 30)
+
+
+def over_rounds(work: Path, reading: str) -> list[str]:
+    """Entropy, same-group share of peer weight, lone clients' w_ii and the share of
+    w_ij < 0.01 at :data:`OVER_ROUNDS`, means over the reading's Table 1 runs (cached)."""
+    p = reading_params(reading)
+    tag = reading.replace("/", "_")
+    rows: dict[str, dict[int, list[float]]] = {
+        k: {r: [] for r in OVER_ROUNDS} for k in ("entropy", "same-group", "lone w_ii",
+                                                  "w<0.01")}
+    for name, data, groups, pairs in TABLE1:
+        for split, seed in pairs:
+            df = run(work, "federico", p, data, groups, split, seed, f"{tag}-{name}")
+            ws, g = weights(df), groups_of(df)
+            for r in OVER_ROUNDS:
+                share, _, lone = group_stats(ws[r], g)
+                rows["entropy"][r].append(entropy(ws[r]))
+                rows["same-group"][r] += share
+                rows["lone w_ii"][r] += lone
+                rows["w<0.01"][r].append(float(np.mean(ws[r] < 0.01)))
+    out = [f"{reading}: round " + " ".join(f"{r:>5d}" for r in OVER_ROUNDS)]
+    for key, by in rows.items():
+        out.append(f"  {key:12s} " + " ".join(
+            f"{np.mean(v):5.2f}" if v else "    -" for v in by.values()))
+    return out
+
+
 def baselines(work: Path) -> dict[str, dict[str, tuple[float, float]]]:
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for method in ("local", "fedavg"):
@@ -218,6 +248,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/federico_readings"))
     ap.add_argument("--readings", nargs="*", help="estep/mstep/start (default: all 12)")
+    ap.add_argument("--over-rounds", action="store_true",
+                    help="also print the weights' statistics over rounds per reading")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     readings = args.readings or ["/".join(r) for r in itertools.product(
@@ -239,6 +271,9 @@ def main() -> None:
               f"{r['onehot1']:.2f} | {r['zeros']:.2f} | {r['H_ema']:.2f}/{r['H_acc']:.2f} | "
               f"{r['tv'][0.1][0]:.3f}/{r['tv'][0.9][0]:.3f} | {r['m0']:.1f}/{r['local6b']:.1f}"
               f" | " + "".join("y" if r[f"S{i}"] else "n" for i in range(1, 8)), flush=True)
+    if args.over_rounds:
+        for reading in readings:
+            print("\n".join(over_rounds(args.work, reading)))
 
 
 if __name__ == "__main__":
