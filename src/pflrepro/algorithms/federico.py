@@ -62,9 +62,10 @@ with ``benchmarks/federico_readings.py``; numbers in docs/methods/federico.md):
   describes for a model "slightly better at the start". The paper's described
   behaviour is the other one: Fig. 3's block structure (group-mates mix, a lone client
   uses only itself), footnote 4's "most of the client weights are 0 after a few
-  rounds", weights that still move with β (Fig. 7). One warm-up round gives that
-  structure at CPU scale and more rounds add nothing but delay (measurements:
-  docs/methods/federico.md); 0 is the former behaviour, bit for bit.
+  rounds", weights that still move with β (Fig. 7). One warm-up round gives Fig. 3's
+  structure and footnote 4's zeros at CPU scale (Fig. 7's movement only faintly:
+  group-mates' models are about equally good), and more rounds add nothing but delay
+  (measurements: docs/methods/federico.md); 0 is the former behaviour, bit for bit.
 
 Other choices where the paper is silent (documented in config.yaml): with M = 0 no
 client ever receives another's model, so the table holds only the client's own loss
