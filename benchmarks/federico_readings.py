@@ -1,11 +1,12 @@
 """FedeRiCo's readings of its text, measured at CPU scale against the paper's statements.
 
-The text leaves three choices open (``estep_loss``, ``mstep``, ``table_start``; see
-``src/pflrepro/algorithms/federico.py``). This script runs readings (a full factorial
-by default, or ``--readings`` as ``estep/mstep/start``) on the partitions of
-``config.yaml``'s federico_*_cpu experiments (Table 1 Fashion-MNIST and digits, Figs.
-5, 6b, 6c) through ``pflrepro.single.single_run``, the ``pflrepro run`` path, and
-reports per reading:
+The text leaves four choices open (``estep_loss``, ``mstep``, ``table_start``,
+``warmup_rounds``; see ``src/pflrepro/algorithms/federico.py``). This script runs
+readings (a full factorial of the first three without warm-up by default, or
+``--readings`` as ``estep/mstep/start`` or ``estep/mstep/start/wN``, N warm-up rounds)
+on the partitions of ``config.yaml``'s federico_*_cpu experiments (Table 1
+Fashion-MNIST and digits with their 3 seed pairs, Figs. 5, 6b, 6c) through
+``pflrepro.single.single_run``, the ``pflrepro run`` path, and reports per reading:
 
 * mean client test accuracy, final and best over rounds (Table 1 runs, averaged);
 * peer mass on the own group: for a client with group-mates, Σ_{j≠i, g_j=g_i} w_ij /
@@ -14,13 +15,21 @@ reports per reading:
 * a lone client's (no group-mate) own weight w_ii at the last round;
 * the mean entropy (nats; ln 8 = 2.08 is uniform over 8) of the weight rows at rounds
   0, 1, 5 and the last;
-* the five statements: (S1, Sec. 3.3) no client's weights one-hot (max ≥ 0.99) at
-  round 1; (S2, Fig. 3) group-mates share their weights (peer mass on the own group
-  ≥ 0.5 and own-group peer weight ≥ 0.1) and lone clients keep w_ii ≥ 0.9; (S3, Fig.
-  5b) EMA weights more distributed than accumulative ones with ε = 1 (final entropy
-  higher by more than 0.05 nats);
+* the share of weights w_ij < 0.01 five rounds after the first table;
+* with ``--over-rounds``, the entropy, same-group share, lone w_ii and share of
+  w_ij < 0.01 at rounds 0, 1, 2, 3, 5, 10, 20 and 30;
+* the statements: (S1, Sec. 3.3) no weights of a client with group-mates one-hot
+  (max ≥ 0.99; a lone client's are, by Fig. 3) one round after the table starts
+  (round 1 without warm-up, W + 1 after W warm-up rounds); (S2, Fig. 3) group-mates
+  share their weights (peer mass on the own group ≥ 0.5 and own-group peer weight ≥
+  0.1) and lone clients keep w_ii ≥ 0.9; (S3, Fig. 5b) EMA
+  weights more distributed than accumulative ones with ε = 1 (final entropy higher by
+  more than 0.05 nats);
   (S4, Fig. 7) β = 0.1 changes the weights less per round than β = 0.9 (mean total
-  variation of a row between rounds); (S5, Fig. 6b) M = 0 within 1 point of Local.
+  variation of a row between rounds from the first table on); (S5, Fig. 6b) M = 0
+  within 1 point of Local; (S6, Fig. 3) a lone client uses only itself (mean w_ii ≥
+  0.9), the lone half of S2; (S7, footnote 4) "most of the client weights are 0 after
+  a few rounds" (more than half of the w_ij below 0.01 five rounds after the table).
   The thresholds are ours; the numbers are printed beside each yes/no.
 
 Runs are cached under ``--work`` (parquet per run), so a rerun only reports. M = 0
@@ -49,14 +58,18 @@ TRAINING = {"rounds": 30, "batch_size": 32, "eval_every": 1, "model": "mlp",
 FASHION = {"dataset": "fashion_mnist", "max_samples": 2400}
 DIGITS = {"dataset": "digits"}
 #: (name, data, groups, [(split seed, train seed)]): config.yaml's federico_*_cpu grids
-TABLE1 = [("fashion2", FASHION, 2, [(0, 0), (1, 0)]), ("fashion4", FASHION, 4, [(0, 0), (1, 0)]),
-          ("digits2", DIGITS, 2, [(0, 0), (1, 1)]), ("digits4", DIGITS, 4, [(0, 0), (1, 1)])]
+FASHION_PAIRS, DIGIT_PAIRS = [(0, 0), (1, 0), (2, 0)], [(0, 0), (1, 1), (2, 2)]
+TABLE1 = [("fashion2", FASHION, 2, FASHION_PAIRS), ("fashion4", FASHION, 4, FASHION_PAIRS),
+          ("digits2", DIGITS, 2, DIGIT_PAIRS), ("digits4", DIGITS, 4, DIGIT_PAIRS)]
 MIRRORS = ("/usr/share/datasets/fashion-mnist",)
 
 
-def reading_params(reading: str) -> dict[str, str]:
-    estep, mstep, start = reading.split("/")
-    return {"estep_loss": estep, "mstep": mstep, "table_start": start}
+def reading_params(reading: str) -> dict:
+    """``estep/mstep/start[/wN]`` -> hyperparameters (``wN``: N warm-up rounds, else 0)."""
+    estep, mstep, start, *rest = reading.split("/")
+    warmup = int(rest[0].removeprefix("w")) if rest else 0
+    return {"estep_loss": estep, "mstep": mstep, "table_start": start,
+            "warmup_rounds": warmup}
 
 
 def run(work: Path, method: str, params: dict, data: dict, groups: int, split: int,
@@ -115,9 +128,11 @@ def group_stats(w: np.ndarray, g: np.ndarray) -> tuple[list[float], list[float],
     return share, mates, lone
 
 
-def tv_per_round(ws: dict[int, np.ndarray], client: int | None = None) -> float:
-    """Mean over rounds of the total variation ½ Σ_j |w_ij^t − w_ij^(t-1)| (row mean)."""
-    rounds = sorted(ws)
+def tv_per_round(ws: dict[int, np.ndarray], client: int | None = None, start: int = 0
+                 ) -> float:
+    """Mean over rounds from ``start`` (the first table) of the total variation
+    ½ Σ_j |w_ij^t − w_ij^(t-1)| (row mean)."""
+    rounds = [r for r in sorted(ws) if r >= start]
     tvs = []
     for a, b in itertools.pairwise(rounds):
         d = 0.5 * np.abs(ws[b] - ws[a]).sum(axis=1)
@@ -129,7 +144,8 @@ def measure(work: Path, reading: str) -> dict:
     p = reading_params(reading)
     tag = reading.replace("/", "_")
     res: dict = {"reading": reading}
-    finals, bests, shares, mates, lone, onehot1 = [], [], [], [], [], []
+    finals, bests, shares, mates, lone, onehot1, zeros = [], [], [], [], [], [], []
+    first = p["warmup_rounds"]  # the round whose end holds the first table
     ent = {r: [] for r in ("0", "1", "5", "last")}
     by_exp: dict[str, tuple[float, float]] = {}
     for name, data, groups, pairs in TABLE1:
@@ -145,7 +161,10 @@ def measure(work: Path, reading: str) -> dict:
             shares += s
             mates += m
             lone += lo
-            onehot1 += list(ws[1].max(axis=1) >= 0.99)
+            # rows of clients with group-mates: a lone client's row is one-hot by Fig. 3
+            mated = [i for i in range(len(g)) if (g == g[i]).sum() > 1]
+            onehot1 += list(ws[first + 1][mated].max(axis=1) >= 0.99)
+            zeros.append(float(np.mean(ws[first + 5] < 0.01)))
             for r, key in ((0, "0"), (1, "1"), (5, "5"), (last, "last")):
                 ent[key].append(entropy(ws[r]))
         by_exp[name] = (float(np.mean(f_e)), float(np.mean(b_e)))
@@ -155,6 +174,7 @@ def measure(work: Path, reading: str) -> dict:
                share=np.mean(shares) if shares else float("nan"),
                mates=np.mean(mates), lone=np.mean(lone) if lone else float("nan"),
                n_lone=len(lone), onehot1=float(np.mean(onehot1)),
+               zeros=float(np.mean(zeros)),
                **{f"H{k}": float(np.mean(v)) for k, v in ent.items()})
     # Fig. 5: accumulative with uniform sampling vs the EMA run (fashion4, split 0)
     ema = run(work, "federico", p, FASHION, 4, 0, 0, f"{tag}-fashion4")
@@ -166,7 +186,7 @@ def measure(work: Path, reading: str) -> dict:
     for beta in (0.1, 0.9):
         d = run(work, "federico", {**p, "beta": beta}, DIGITS, 4, 0, 0, f"{tag}-beta{beta}")
         ws = weights(d)
-        tv[beta] = (tv_per_round(ws, 0), tv_per_round(ws))
+        tv[beta] = (tv_per_round(ws, 0, first), tv_per_round(ws, start=first))
     res["tv"] = tv
     # Fig. 6b: M = 0 vs Local (fashion4, split 0, train seeds 0 and 1)
     m0 = [accuracy(run(work, "federico", {"mstep": p["mstep"], "neighbors": 0}, FASHION, 4,
@@ -176,10 +196,40 @@ def measure(work: Path, reading: str) -> dict:
     res["S1"] = res["onehot1"] == 0.0
     res["S2"] = bool(res["share"] >= 0.5 and res["mates"] >= 0.1
                      and (not lone or res["lone"] >= 0.9))
+    res["S6"] = bool(lone) and res["lone"] >= 0.9
+    res["S7"] = res["zeros"] > 0.5
     res["S3"] = res["H_ema"] > res["H_acc"] + 0.05
     res["S4"] = tv[0.1][0] < tv[0.9][0] and tv[0.1][1] < tv[0.9][1]
     res["S5"] = abs(res["m0"] - res["local6b"]) <= 1.0
     return res
+
+
+OVER_ROUNDS = (0, 1, 2, 3, 5, 10, 20, 30)
+
+
+def over_rounds(work: Path, reading: str) -> list[str]:
+    """Entropy, same-group share of peer weight, lone clients' w_ii and the share of
+    w_ij < 0.01 at :data:`OVER_ROUNDS`, means over the reading's Table 1 runs (cached)."""
+    p = reading_params(reading)
+    tag = reading.replace("/", "_")
+    rows: dict[str, dict[int, list[float]]] = {
+        k: {r: [] for r in OVER_ROUNDS} for k in ("entropy", "same-group", "lone w_ii",
+                                                  "w<0.01")}
+    for name, data, groups, pairs in TABLE1:
+        for split, seed in pairs:
+            df = run(work, "federico", p, data, groups, split, seed, f"{tag}-{name}")
+            ws, g = weights(df), groups_of(df)
+            for r in OVER_ROUNDS:
+                share, _, lone = group_stats(ws[r], g)
+                rows["entropy"][r].append(entropy(ws[r]))
+                rows["same-group"][r] += share
+                rows["lone w_ii"][r] += lone
+                rows["w<0.01"][r].append(float(np.mean(ws[r] < 0.01)))
+    out = [f"{reading}: round " + " ".join(f"{r:>5d}" for r in OVER_ROUNDS)]
+    for key, by in rows.items():
+        out.append(f"  {key:12s} " + " ".join(
+            f"{np.mean(v):5.2f}" if v else "    -" for v in by.values()))
+    return out
 
 
 def baselines(work: Path) -> dict[str, dict[str, tuple[float, float]]]:
@@ -198,6 +248,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/federico_readings"))
     ap.add_argument("--readings", nargs="*", help="estep/mstep/start (default: all 12)")
+    ap.add_argument("--over-rounds", action="store_true",
+                    help="also print the weights' statistics over rounds per reading")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     readings = args.readings or ["/".join(r) for r in itertools.product(
@@ -209,16 +261,19 @@ def main() -> None:
         print(f"  {method:7s} " + "  ".join(f"{n} {by[n][0]:.1f}/{by[n][1]:.1f}" for n in names))
     print("\nreading                  | acc final/best | " + " | ".join(names)
           + " | peer-same | mates | lone w_ii | H r0/r1/r5/last | onehot r1 | "
-          "H ema/acc | TV c0 b.1/b.9 | M0/Local | S1-S5")
+          "zero r+5 | H ema/acc | TV c0 b.1/b.9 | M0/Local | S1-S7")
     for reading in readings:
         r = measure(args.work, reading)
         per = " | ".join(f"{r['by_exp'][n][0]:.1f}" for n in names)
         print(f"{reading:24s} | {r['final']:.1f}/{r['best']:.1f} | {per} | "
               f"{r['share']:.2f} | {r['mates']:.2f} | {r['lone']:.2f} (n={r['n_lone']}) | "
               f"{r['H0']:.2f}/{r['H1']:.2f}/{r['H5']:.2f}/{r['Hlast']:.2f} | "
-              f"{r['onehot1']:.2f} | {r['H_ema']:.2f}/{r['H_acc']:.2f} | "
+              f"{r['onehot1']:.2f} | {r['zeros']:.2f} | {r['H_ema']:.2f}/{r['H_acc']:.2f} | "
               f"{r['tv'][0.1][0]:.3f}/{r['tv'][0.9][0]:.3f} | {r['m0']:.1f}/{r['local6b']:.1f}"
-              f" | " + "".join("y" if r[f"S{i}"] else "n" for i in range(1, 6)), flush=True)
+              f" | " + "".join("y" if r[f"S{i}"] else "n" for i in range(1, 8)), flush=True)
+    if args.over_rounds:
+        for reading in readings:
+            print("\n".join(over_rounds(args.work, reading)))
 
 
 if __name__ == "__main__":

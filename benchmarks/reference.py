@@ -758,7 +758,8 @@ class FedFomo(Reference):
 
 @register
 class FedeRiCo(Reference):
-    """ε-greedy neighbours, EMA loss table, w_ik-weighted M-step over the users' batches."""
+    """Owner-only warm-up rounds, then ε-greedy neighbours, EMA loss table and a
+    w_ik-weighted M-step over the users' batches."""
 
     name = "federico"
 
@@ -768,7 +769,13 @@ class FedeRiCo(Reference):
             raise ValueError("the FedeRiCo reference writes mstep epoch, an all-to-all "
                              "start and M > 0")
         self.models = [self.e.init_params(k) for k in range(self.k_all)]
-        self.table = torch.tensor([[self.loss(j, i) for j in range(self.k_all)]
+        self.start_table(solo=hp.warmup_rounds > 0)
+
+    def start_table(self, solo: bool) -> None:
+        """All-to-all losses; with ``solo`` (the warm-up) the own ones, +inf elsewhere."""
+        inf = float("inf")
+        self.table = torch.tensor([[self.loss(j, i) if not solo or i == j else inf
+                                    for j in range(self.k_all)]
                                    for i in range(self.k_all)], dtype=torch.float64)
         self.last = self.table.clone()
         self.weights = torch.softmax(-self.table, dim=1)
@@ -795,7 +802,8 @@ class FedeRiCo(Reference):
         return out
 
     def round(self, rnd: int) -> np.ndarray:
-        nbrs = self.neighbours(rnd)
+        warm = rnd <= self.hp.warmup_rounds  # owner-only rounds, then the table starts
+        nbrs = [[] for _ in range(self.k_all)] if warm else self.neighbours(rnd)
         used = [sorted([i, *nbrs[i]]) for i in range(self.k_all)]
         for i in range(self.k_all):
             for j in used[i]:
@@ -829,6 +837,8 @@ class FedeRiCo(Reference):
             losses[k] = total / steps
             new.append(self.params(net))
         self.models = new
+        if rnd == self.hp.warmup_rounds:
+            self.start_table(solo=False)
         return losses
 
     def predict(self, k: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
 from pflrepro.algorithms.local import Local
+from pflrepro.data.federated import FederatedData
 from pflrepro.params import take
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
@@ -30,8 +31,10 @@ LITERAL = {"estep_loss": "sum", "mstep": "step"}
 
 
 def _alg(params=None, data=None, seed=0, **training):
+    """Engine and FedeRiCo; without warm-up unless ``params`` set one (the table then
+    starts before round 1, the setting most tests below check by hand)."""
     e = make_engine(data if data is not None else make_data(**SIZES4), seed=seed, **training)
-    return e, FedeRiCo(e, parse_hyper(FedeRiCo, params or {}))
+    return e, FedeRiCo(e, parse_hyper(FedeRiCo, {"warmup_rounds": 0, **(params or {})}))
 
 
 def _distinct_weights(k, seed=0):
@@ -363,9 +366,10 @@ def test_round_is_deterministic():
 # ---------------------------------------------------------------------- readings
 
 
-def test_defaults_are_mean_epoch_all_to_all():
+def test_defaults_are_mean_epoch_all_to_all_one_warmup_round():
     hp = parse_hyper(FedeRiCo, {})
     assert (hp.estep_loss, hp.mstep, hp.table_start) == ("mean", "epoch", "all_to_all")
+    assert hp.warmup_rounds == 1
 
 
 def _near_equal_at_init():
@@ -492,6 +496,106 @@ def test_uniform_start(tracking):
     torch.testing.assert_close(state["table"], expected, equal_nan=True)
     torch.testing.assert_close(state["weights"], FedeRiCo.posterior(expected))
     assert int(torch.isnan(state["table"]).sum()) == 4 * 2  # two unknown entries a row
+
+
+# ---------------------------------------------------------------------- warm-up
+
+
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.5), ("adam", 0.05)])
+def test_warmup_rounds_are_local_then_the_table_starts(optimizer, lr):
+    # W = 2: rounds 1-2 are Local's rounds bit for bit (weights one-hot on the client,
+    # nothing travels); the end of round 2 holds the all-to-all table of the warmed
+    # models; round 3 is the algorithm's usual round from that state
+    training = dict(optimizer=optimizer, lr=lr, rounds=3)
+    ea, eb = make_engine(make_data(**SIZES4), **training), make_engine(make_data(**SIZES4),
+                                                                         **training)
+    loc = Local(ea, parse_hyper(Local, {}))
+    fed = FedeRiCo(eb, parse_hyper(FedeRiCo, {"neighbors": 1, "warmup_rounds": 2}))
+    sa, sb = loc.init(), fed.init()
+    eye = torch.eye(4, dtype=torch.float64)
+    assert torch.equal(sb["weights"], eye)
+    for rnd in (1, 2):
+        sa, la = loc.round(sa, rnd)
+        sb, lb = fed.round(sb, rnd)
+        for name in sa["params"]:
+            assert torch.equal(sa["params"][name], sb["params"][name])
+        for name in sa["opt"]:
+            assert torch.equal(sa["opt"][name], sb["opt"][name])
+        assert np.array_equal(la, lb)
+        if rnd == 1:
+            assert torch.equal(sb["weights"], eye)
+            assert eb.traffic.up.tolist() == [0] * 4 == eb.traffic.down.tolist()
+    # the table's start: every model on every client, one model download per pair
+    p = eb.model_size
+    assert eb.traffic.down.tolist() == [3 * p] * 4 == eb.traffic.up.tolist()
+    fresh = _mean_losses(eb, sb["params"], [(i, j) for i in range(4) for j in range(4)])
+    expected = torch.tensor([[fresh[i, j] for j in range(4)] for i in range(4)],
+                            dtype=torch.float64)
+    torch.testing.assert_close(sb["table"], expected)
+    torch.testing.assert_close(sb["weights"], torch.softmax(-expected, dim=1))
+    # round 3: the same as an algorithm without warm-up would do from that state
+    plain = FedeRiCo(eb, parse_hyper(FedeRiCo, {"neighbors": 1, "warmup_rounds": 0}))
+    sc, lc = plain.round(clone(sb), 3)
+    sb, lb = fed.round(sb, 3)
+    for name in sb["params"]:
+        assert torch.equal(sb["params"][name], sc["params"][name])
+    assert torch.equal(sb["weights"], sc["weights"])
+    assert np.array_equal(lb, lc)
+
+
+def test_warmup_with_uniform_start_and_accumulative_tracking():
+    # W = 1 and table_start uniform: the end of round 1 knows only the own losses (the
+    # others NaN, weights uniform); an entry first seen in round 2 enters at
+    # (2 - 1 + 1) ℓ, the scale of the row's own sum (its start and one more loss)
+    e, alg = _alg({"neighbors": 1, "warmup_rounds": 1, "table_start": "uniform",
+                   "loss_tracking": "accumulative"}, lr=0.5)
+    state, _ = alg.round(alg.init(), 1)
+    assert int(torch.isnan(state["table"]).sum()) == 4 * 3
+    torch.testing.assert_close(state["weights"], torch.full((4, 4), 0.25, dtype=torch.float64))
+    own = torch.diagonal(state["table"]).clone()
+    params1 = clone(state["params"])
+    nbrs = alg.neighbours(state["weights"], 2)
+    state, _ = alg.round(state, 2)
+    fresh = _mean_losses(e, params1, [(i, j) for i in range(4) for j in [i, *nbrs[i]]])
+    for i in range(4):
+        assert float(state["table"][i, i]) == pytest.approx(float(own[i]) + fresh[i, i])
+        (j,) = nbrs[i]
+        assert float(state["table"][i, j]) == pytest.approx(2 * fresh[i, j])
+
+
+def _three_and_one(seed):
+    """Clients 0-2 label 2-D points by x_0 > 0, client 3 (alone) by x_0 < 0; 16 each."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(4 * 18, 1, 1, 2, generator=gen)
+    sign = torch.tensor([1.0] * 54 + [-1.0] * 18)
+    rows = [torch.arange(18 * k, 18 * k + 18) for k in range(4)]
+    return FederatedData(x=x, y=(sign * x[:, 0, 0, 0] > 0).long(),
+                         train=tuple(r[:16] for r in rows), test=tuple(r[16:] for r in rows),
+                         groups=(0, 0, 0, 1), num_classes=2)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_warmup_weights_follow_the_groups(seed):
+    # Fig. 3: group-mates mix, a lone client uses only itself. Three clients share a
+    # labelling, the fourth has its opposite. After one warm-up round each model is
+    # its owner's, so the lone client's loss on the others' models is nats above its
+    # own: one round after the table starts it keeps >= 0.8 on itself (0.82-0.99 over
+    # these seeds), and the three put >= 0.95 on their group. Without warm-up every
+    # model's first M-step mixes the clients that happened to sample it, and the lone
+    # client keeps < 0.5 on itself.
+    def weights_at_round(warmup, rnd):
+        e = make_engine(_three_and_one(seed), seed=seed, lr=5.0, batch_size=8,
+                        local_epochs=5, rounds=rnd)
+        alg = FedeRiCo(e, parse_hyper(FedeRiCo, {"neighbors": 1, "warmup_rounds": warmup}))
+        state = alg.init()
+        for r in range(1, rnd + 1):
+            state, _ = alg.round(state, r)
+        return state["weights"]
+
+    w = weights_at_round(1, 2)
+    assert float(w[3, 3]) >= 0.8
+    assert float(w[:3, :3].sum(1).min()) >= 0.95
+    assert float(weights_at_round(0, 2)[3, 3]) < 0.5
 
 
 # ---------------------------------------------------------------------- predict / record

@@ -58,7 +58,7 @@ SERVER = {"fedavg": (1, 1), "fedavg_plus": (1, 1), "fedprox": (1, 1), "fedprox_f
 def test_federico_one_step_mstep_sends_one_gradient_per_peer():
     """``mstep: step`` / ``full``: M peers, each a model down and one w_ij + gradient up."""
     for mstep in ("step", "full"):
-        engine, frame = _run("federico", mstep=mstep)
+        engine, frame = _run("federico", mstep=mstep, warmup_rounds=0)
         p, m = engine.model_size, ALGORITHMS["federico"].Hyper().neighbors
         for rnd in (1, 2):
             up = _per_client(frame, rnd, R.COMM_UP)
@@ -81,6 +81,12 @@ def test_every_method_reports_its_traffic_every_round(name):
             assert up == [numbers] * K
             assert down == [(clusters * numbers if rnd > 1 else 0)] * K
             continue
+        if name == "federico" and rnd <= ALGORITHMS[name].Hyper().warmup_rounds:
+            # warm-up: nothing sampled or sent; its last round starts the table, every
+            # model to every other client
+            last = rnd == ALGORITHMS[name].Hyper().warmup_rounds
+            assert up == down == [(K - 1) * p if last else 0] * K
+            continue
         if name == "federico":  # peers: whatever one sends another receives
             # each of M peers: its model (P), then w_ij and a gradient (P + 1) per M-step
             # of that model (default `mstep: epoch`: the owner's local steps per round)
@@ -99,7 +105,8 @@ def test_every_method_reports_its_traffic_every_round(name):
             continue
         assert name in SERVER, f"no traffic formula for {name!r} in this test"
         assert up == [SERVER[name][0] * p] * K and down == [SERVER[name][1] * p] * K
-    if name == "federico":  # the first loss table: every model to every other client
+    if name == "federico" and not ALGORITHMS[name].Hyper().warmup_rounds:
+        # the first loss table: every model to every other client
         assert _per_client(frame, 0, R.COMM_DOWN) == [(K - 1) * p] * K
     else:
         assert _per_client(frame, 0, R.COMM_UP) == [0.0] * K

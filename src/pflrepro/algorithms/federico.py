@@ -19,7 +19,7 @@ Each client i owns a model φ_i and a loss table L̂_i over all clients. One rou
 Client i predicts with the mixture Σ_j w_ij p(y | x; φ_j).
 
 Readings of an ambiguous text, each a named choice (measured at CPU scale both ways
-with ``benchmarks/federico_readings.py``; numbers in config.yaml beside the keys):
+with ``benchmarks/federico_readings.py``; numbers in docs/methods/federico.md):
 
 * ``estep_loss``: eq. 3 sums the loss over D_i (``sum``); ``mean`` is the per-sample
   mean. The text gives no temperature for the softmax. Default ``mean``: the summed
@@ -50,6 +50,22 @@ with ``benchmarks/federico_readings.py``; numbers in config.yaml beside the keys
   sets it to ℓ_ij (EMA) or (t + 1) ℓ_ij in round t (accumulative, the scale of the
   row's sums). The mixture may then use a model the client has not received yet (a
   simulation shortcut; prediction traffic is not counted either way).
+
+* ``warmup_rounds``: the text leaves local epochs, initialisation and any warm-up
+  unstated (its "additional experiment details", Appendix D, is missing from our
+  copy). With W warm-up rounds each model first takes W rounds of its owner's local
+  steps (weights one-hot on the client itself, nothing sampled or sent), then the
+  table starts (``table_start``) and the algorithm runs as written. Default 1: without
+  a warm-up the first table compares untrained models, so round 1's M-step trains
+  every model on whichever clients sampled it, and from then on a client's weights
+  follow whom it sampled, not whose data resembles its own — the lock-in Sec. 3.3
+  describes for a model "slightly better at the start". The paper's described
+  behaviour is the other one: Fig. 3's block structure (group-mates mix, a lone client
+  uses only itself), footnote 4's "most of the client weights are 0 after a few
+  rounds", weights that still move with β (Fig. 7). One warm-up round gives Fig. 3's
+  structure and footnote 4's zeros at CPU scale (Fig. 7's movement only faintly:
+  group-mates' models are about equally good), and more rounds add nothing but delay
+  (measurements: docs/methods/federico.md); 0 is the former behaviour, bit for bit.
 
 Other choices where the paper is silent (documented in config.yaml): with M = 0 no
 client ever receives another's model, so the table holds only the client's own loss
@@ -118,6 +134,14 @@ class FedeRiCoHyper:
                              "softmax as the mean of its row's known entries (uniform "
                              "weights at the start) until the model is first sampled.",
                              choices=("all_to_all", "uniform"))
+    warmup_rounds: int = hyper(1, "Rounds 1..W in which each model trains on its owner's "
+                               "data only (Local's steps, weights one-hot on the client "
+                               "itself, no sampling); the loss table then starts as "
+                               "table_start says and the algorithm runs as usual. 0: the "
+                               "table starts before round 1. Default 1 (unstated in the "
+                               "paper): weights that follow the clients' distributions "
+                               "(Fig. 3, footnote 4) instead of whom they sampled first, "
+                               "see the module docstring.", minimum=0)
 
 
 @register_algorithm
@@ -131,26 +155,39 @@ class FedeRiCo(Algorithm):
 
     # ------------------------------------------------------------------ state
     def init(self) -> State:
-        """Own model per client; loss table from one all-to-all pass, or own losses only.
+        """Own model per client; the loss table of :meth:`start_table` at round 0."""
+        state: State = self.engine.client_init()
+        self.start_table(state, 0)
+        return state
 
-        With M = 0 no other model can ever arrive: those entries are +∞ (weight 0).
-        With ``table_start: uniform`` the other entries are NaN (unknown) until sampled.
+    @property
+    def warmup(self) -> int:
+        """Rounds of owner-only training before the first table (0 without neighbours)."""
+        return self.hp.warmup_rounds if self.hp.neighbors > 0 else 0
+
+    def start_table(self, state: State, rnd: int) -> None:
+        """The loss table at the end of round ``rnd`` (0: before round 1): own or all-to-all.
+
+        During the warm-up (``rnd`` < :attr:`warmup`) and with M = 0 no other model has
+        arrived: those entries are +∞ (weight 0), so the weights are one-hot on the
+        client itself. At the end of the warm-up (or at round 0 without one) the table
+        starts as ``table_start`` says: every model on every client (``all_to_all``) or
+        the own loss only, the others NaN (unknown) until sampled (``uniform``).
         """
         e = self.engine
-        state: State = e.client_init()
         k_all = e.num_clients
+        solo = self.hp.neighbors == 0 or rnd < self.warmup
         reach = ([list(range(k_all))] * k_all
-                 if self.hp.neighbors > 0 and self.hp.table_start == "all_to_all"
+                 if not solo and self.hp.table_start == "all_to_all"
                  else [[i] for i in range(k_all)])
         losses = self._losses(state, reach)
-        self.count_traffic(reach, gradients=False)  # the first table (nothing for own only)
-        if self.hp.neighbors == 0:
+        self.count_traffic(reach, gradients=False)  # the table (nothing for own only)
+        if solo:
             losses = torch.where(torch.isnan(losses), torch.full_like(losses, float("inf")),
                                  losses)
         state["last"] = losses
         state["table"] = losses.clone()
         state["weights"] = self.posterior(state["table"])
-        return state
 
     @staticmethod
     def posterior(table: torch.Tensor) -> torch.Tensor:
@@ -203,8 +240,9 @@ class FedeRiCo(Algorithm):
 
         EMA: L̂ ← (1 − β) L̂ + β ℓ on refreshed entries. Accumulative: every known entry
         adds its latest ℓ. An entry seen for the first time (``table_start: uniform``)
-        starts at ℓ (EMA) or (rnd + 1) ℓ (accumulative: as if that loss had held since
-        the start, so it is on the scale of the row's other sums).
+        starts at ℓ (EMA) or (rnd − W + 1) ℓ, W the warm-up rounds (accumulative: as if
+        that loss had held since the table's start, so it is on the scale of the row's
+        other sums).
         """
         seen = ~torch.isnan(fresh)
         known = ~torch.isnan(state["table"])
@@ -217,7 +255,7 @@ class FedeRiCo(Algorithm):
             table = torch.where(first, fresh, table)
         else:
             table = torch.where(known, table + state["last"], table)
-            table = torch.where(first, (rnd + 1) * fresh, table)
+            table = torch.where(first, (rnd - self.warmup + 1) * fresh, table)
         state["table"] = table
         state["weights"] = self.posterior(table)
 
@@ -248,10 +286,15 @@ class FedeRiCo(Algorithm):
         return (None if mode == "epoch" else 1), PeerWeighted(tuple(streams), coef)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
-        """ε-greedy sampling, E-step on the refreshed losses, weighted M-step."""
+        """ε-greedy sampling, E-step on the refreshed losses, weighted M-step.
+
+        A warm-up round samples no one: each model takes its owner's local steps (w_ii
+        = 1, Local's round); the last one ends with the table's start.
+        """
         e = self.engine
         k_all = e.num_clients
-        nbrs = self.neighbours(state["weights"], rnd)
+        nbrs = ([[] for _ in range(k_all)] if rnd <= self.warmup
+                else self.neighbours(state["weights"], rnd))
         used = [sorted([i, *nbrs[i]]) for i in range(k_all)]
         self.track(state, self._losses(state, used), rnd)
         steps, objective = self.mstep_objective(used, rnd, state["weights"].to(torch.float32))
@@ -260,6 +303,8 @@ class FedeRiCo(Algorithm):
             state["params"], state["opt"], list(range(k_all)), rnd, steps=steps,
             objective=objective)
         self.count_traffic(nbrs)
+        if rnd == self.warmup:
+            self.start_table(state, rnd)
         return state, losses
 
     def count_traffic(self, reach: list[list[int]], gradients: bool = True) -> None:
