@@ -89,6 +89,22 @@ def _check_report(wd: Path) -> None:
     assert "Tuning of fedamp: mean validation accuracy" in entry["caption"]
 
 
+def _check_rerun_plans_nothing(wd: Path) -> None:
+    """A second run plans no job; a deleted figure reruns its plot job alone.
+
+    The train and table jobs read the selection of a checkpoint: before Snakemake knows
+    whether that checkpoint reruns, they must not count as changed, or the aggregates,
+    tables and figures below them would rerun on every invocation.
+    """
+    again = snakemake(wd, "-n", *TARGETS)
+    assert planned_jobs(again) == [], planned_jobs(again)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    (wd / "figures/tiny-accuracy.png").unlink()
+    plan = snakemake(wd, "-n", *TARGETS)
+    assert [rule for rule, _ in planned_jobs(plan)] == ["plot_accuracy"], planned_jobs(plan)
+    snakemake(wd, "figures/tiny-accuracy.png")
+
+
 def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
     wd = new_workdir(tmp_path / "wd", _config([1e-5], 2))
     first = _build(wd, [1e-5], 2)
@@ -105,6 +121,7 @@ def test_changed_grid_reruns_only_what_it_must(tmp_path: Path) -> None:
         text = (wd / table).read_text()
         assert text.count("fedamp: sigma chosen on validation from {1e-05}: ") == 1, table
         assert "fedavg: " not in text, table
+    _check_rerun_plans_nothing(wd)
     _check_report(wd)
 
     # a second value: its tuning run only (the first value's is kept), FedAvg's run kept,

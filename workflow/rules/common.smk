@@ -245,11 +245,23 @@ def final_run_spec(wildcards):
     return W.tuned_run_spec_json(CFG, wildcards, W.read_selection(path))
 
 
+# The inputs below name a selection through checkpoints.tune_select.get(), as the params
+# that read it do: until Snakemake has decided whether the checkpoint reruns, a job whose
+# input is that checkpoint's target is judged on its output alone, then re-judged with its
+# real params. A selection input named directly would let the first judgement compare
+# the placeholder params with the recorded ones, call the job changed, and leave that
+# verdict on its downstream jobs (aggregates, tables, figures) after Snakemake has
+# re-judged the job itself: they would rerun on every invocation.
+def selection_file(experiment, method):
+    """A tuning selection as a train or table job's input (ancient: its params rerun it)."""
+    return ancient(checkpoints.tune_select.get(experiment=experiment,
+                                               method=method).output.selection)
+
+
 def tuning_selection_input(wildcards):
     if wildcards.method not in W.tuned_methods(CFG, wildcards.experiment):
         return {}
-    return {"tuned": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
-                                                     method=wildcards.method))}
+    return {"tuned": selection_file(wildcards.experiment, wildcards.method)}
 
 
 def tuning_notes(experiments):
@@ -264,7 +276,7 @@ def tuning_notes(experiments):
 
 def selections(experiments):
     """The experiments' tuning selections (ancient: a rewrite reruns via the params)."""
-    return [ancient(W.TUNE_SELECTION.format(experiment=name, method=method))
+    return [selection_file(name, method)
             for name in experiments for method in W.tuned_methods(CFG, name)]
 
 
