@@ -11,6 +11,7 @@ import pflrepro.workflow as W
 import pflrepro.config as C
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
+from pflrepro.reporting.names import method_name
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
 min_version("9.0")
@@ -320,6 +321,10 @@ def tune_run_spec(wildcards):
 
 def tune_runs(wildcards):
     return W.tune_run_paths(CFG, wildcards.experiment, wildcards.method)
+
+
+def tune_title(wildcards):
+    return f"Tuning {method_name(wildcards.method)} on {wildcards.experiment}"
 
 
 def tune_plan(wildcards):
