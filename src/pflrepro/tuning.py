@@ -429,7 +429,9 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
     """
     import json as _json
 
-    exp_shown = dict(experiment_labels or {})
+    from pflrepro.reporting.tuning_note import short_note
+
+    exp_shown = {e["experiment"]: e["experiment"] for e in spec} | dict(experiment_labels or {})
     several = len({e["experiment"] for e in spec}) > 1
     notes = []
     for entry in spec:
@@ -453,10 +455,8 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
                     raise ValueError(
                         f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
                         f"the runs' {wrong} are not the tuning selection's {want}")
-        where = f" ({exp_shown.get(entry['experiment'], entry['experiment'])})" if several else ""
-        notes.append(f"{entry['method']}{where}: " + note(
-            grids, chosen, entry["criterion"], int(entry["rounds"]), entry["seeds"],
-            float(entry["fraction"]), labels))
+        notes.append(short_note(entry["experiment"], entry["method"], grids, chosen, labels,
+                                f" ({exp_shown.get(entry['experiment'])})" if several else ""))
     return notes
 
 
@@ -552,7 +552,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     if figure is not None:
         from pflrepro.reporting.tuning import plot_tuning
 
-        plot_tuning(table, grids, figure[0], figure[1], title=title)
+        plot_tuning(table, grids, figure[0], figure[1], title=title, labels=plan.get("labels"))
     return chosen
 
 

@@ -209,11 +209,9 @@ def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
              "selection": {}}]   # no heurfedamp run in the table: no note
     runs = _final_runs({"init": "shared", "sigma": 1e-3, "alpha": 5e-5, "lam": 5e-6})
     notes = T.table_notes(spec, runs, labels={"p": "practical"})
-    assert notes == ["fedamp: sigma chosen on validation from {1e-05, 0.001}: practical split 0: "
-                     "0.001 (the grid's highest value); prox chosen on validation from "
-                     "{0.1, 1}: practical split 0: 0.1 (the grid's lowest value) (best mean "
-                     "validation accuracy, 10 rounds, seeds [0], 0.2 of each client's "
-                     "training rows held out; the test rows never read)."]
+    # short: the selected values and the tuning table, which says how and from what
+    assert notes == ["FedAMP: chosen on validation, practical: sigma=0.001 (highest tried), "
+                     "prox=0.1 (lowest tried) (every value tried: results/tuning/e/fedamp.md)."]
     # runs trained with other values than the selection's: the note would lie
     with pytest.raises(ValueError, match="not the tuning selection"):
         T.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))

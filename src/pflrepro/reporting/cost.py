@@ -345,8 +345,15 @@ MEASURED_HEADERS = {"wall_s": "wall s (mean)", "train_s": "train s (mean)",
 
 def markdown(table: pd.DataFrame, columns: Sequence[str],
              headers: Mapping[str, str] | None = None) -> str:
-    """A pipe table of ``columns`` (pandas' ``to_markdown`` needs tabulate; this does not)."""
+    """A pipe table of ``columns`` (pandas' ``to_markdown`` needs tabulate; this does not).
+
+    A ``method`` column shows the papers' names (:mod:`pflrepro.reporting.names`).
+    """
+    from pflrepro.reporting.names import method_name
+
     headers = headers or {}
+    if "method" in table.columns:
+        table = table.assign(method=table["method"].map(method_name))
     lines = ["| " + " | ".join(headers.get(c, c) for c in columns) + " |",
              "|" + "|".join(":--" if i == 0 else "--:" for i in range(len(columns))) + "|"]
     for _, row in table.iterrows():
