@@ -695,6 +695,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.tuning import add_subcommands as add_tuning  # tune-split, tune-select
 
     add_tuning(sub)
+    from pflrepro.extra_commands import add_subcommands as add_extra  # other-config, ...
+
+    add_extra(sub)
     return parser
 
 

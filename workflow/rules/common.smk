@@ -54,7 +54,20 @@ wildcard_constraints:
 
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
-    return W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+    return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+            + cost_projection_targets())
+
+
+def cost_projection_inputs(wildcards):
+    return [W.COST_TABLE.format(experiment=name, kind="cost", ext="csv")
+            for name in W.chosen_experiments(CFG)]
+
+
+def cost_projection_targets():
+    # one projection of the paper grid, from the chosen experiments' cost tables (cost.smk)
+    if not W.chosen_experiments(CFG):
+        return []
+    return [W.COST_PROJECTION.format(ext=ext) for ext in ("md", "csv")]
 
 
 def run_spec(wildcards):

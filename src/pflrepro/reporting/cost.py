@@ -361,6 +361,30 @@ def markdown(table: pd.DataFrame, columns: Sequence[str],
     return "\n".join(lines)
 
 
+def projection_text(projected: pd.DataFrame, measured: pd.DataFrame) -> list[str]:
+    """The Markdown section of a :func:`projection` priced at ``measured``'s rates."""
+    total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
+    devices = ", ".join(sorted(set(measured["device"])))
+    on_gpu = all(d.startswith("cuda") or "NVIDIA" in d or "GPU" in d
+                 for d in measured["device"])
+    kind = "GPU-hours" if on_gpu else "CPU hours at the measured model's cost, NOT GPU-hours"
+    unpriced = int(projected["hours"].isna().sum())
+    return ["## Projection of the paper-scale grid", "",
+            "hours = runs × (overhead + rounds × samples per round × measured seconds "
+            "per sample) / 3600, with each method's rate measured here (on "
+            f"{devices}; matched by algorithm) and the paper grid's runs, rounds, "
+            "partitions' training samples and local passes. It scales the measured "
+            "cost by the grid's work; it does not scale by model size (the paper's "
+            "models cost more per sample than a small measured model), and a "
+            f"CPU-measured rate is not a GPU rate. Unit: {kind}. Per method: the "
+            "projection CSV.", "",
+            markdown(projection_by_experiment(projected), PROJECTED_COLUMNS,
+                     PROJECTED_HEADERS), "",
+            f"Total: {_fmt(total, 1)} hours ({kind}) for the methods priced; "
+            f"{unpriced} experiment × method pair(s) not priced (algorithm not "
+            "measured here, or data set of unknown size)."]
+
+
 def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str | Path,
                csv: str | Path, projection_csv: str | Path | None = None, *,
                experiment: str = "", tuning: Sequence[str] = ()) -> None:
@@ -380,26 +404,7 @@ def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str |
     if tuning:
         parts += ["", " ".join(tuning)]
     if projected is not None:
-        total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
-        devices = ", ".join(sorted(set(measured["device"])))
-        on_gpu = all(d.startswith("cuda") or "NVIDIA" in d or "GPU" in d
-                     for d in measured["device"])
-        kind = "GPU-hours" if on_gpu else "CPU hours at the measured model's cost, NOT GPU-hours"
-        unpriced = int(projected["hours"].isna().sum())
-        parts += ["", "## Projection of the paper-scale grid", "",
-                  "hours = runs × (overhead + rounds × samples per round × measured seconds "
-                  "per sample) / 3600, with each method's rate measured here (on "
-                  f"{devices}; matched by algorithm) and the paper grid's runs, rounds, "
-                  "partitions' training samples and local passes. It scales the measured "
-                  "cost by the grid's work; it does not scale by model size (the paper's "
-                  "models cost more per sample than a small measured model), and a "
-                  f"CPU-measured rate is not a GPU rate. Unit: {kind}. Per method: the "
-                  "projection CSV.", "",
-                  markdown(projection_by_experiment(projected), PROJECTED_COLUMNS,
-                           PROJECTED_HEADERS), "",
-                  f"Total: {_fmt(total, 1)} hours ({kind}) for the methods priced; "
-                  f"{unpriced} experiment × method pair(s) not priced (algorithm not "
-                  "measured here, or data set of unknown size)."]
+        parts += ["", *projection_text(projected, measured)]
     write_text(md, "\n".join(parts) + "\n")
     write_csv(measured, csv)
     if projection_csv is not None:
