@@ -273,7 +273,9 @@ def final_run_spec(wildcards):
 # real params. A selection input named directly would let the first judgement compare
 # the placeholder params with the recorded ones, call the job changed, and leave that
 # verdict on its downstream jobs (aggregates, tables, figures) after Snakemake has
-# re-judged the job itself: they would rerun on every invocation.
+# re-judged the job itself: they would rerun on every invocation. Until then the input
+# function that asks gives the checkpoint's target alone, so a rule takes the selection
+# as an input item of its own (unpack), beside the items its command names.
 def selection_file(experiment, method):
     """A tuning selection as a train or table job's input (ancient: its params rerun it)."""
     return ancient(checkpoints.tune_select.get(experiment=experiment,
@@ -415,7 +417,9 @@ def batch_function(pairs, what):
             if found[0]:
                 out["public"] = sorted({f["public"] for f in found})
                 out["public_meta"] = found[0]["public_meta"]
-            return {**out, **tuning_selection_input(members[0])}
+            return out
+        if what == "tuned":  # a separate input item: see selection_file
+            return tuning_selection_input(members[0])
         raise ValueError(what)
 
     return member_values
