@@ -91,14 +91,11 @@ def hint(target: str, names: Mapping[str, str], profiles: Mapping[str, str],
 HINT_LOG = "logs/other_config/{other_config_target}.log"
 
 
-def hint_job(root: str, loaded: str, target: str) -> int:
-    """``pflrepro other-config``: print :func:`hint` for ``target``; exit status 1."""
-    import sys
-
+def hint_job(root: str, loaded: str, target: str) -> None:
+    """``pflrepro other-config``: fail with :func:`hint` for ``target`` (``ValueError``)."""
     configs = shipped_configs(root)
     names = foreign_names(configs, configs.get(loaded, set()))
-    print(hint(target, names, profiles_of(root), loaded), file=sys.stderr)
-    return 1
+    raise ValueError(hint(target, names, profiles_of(root), loaded))
 
 
 def add_subcommands(sub: Any) -> None:

@@ -46,3 +46,12 @@ def test_patterns_match_the_names_files_only() -> None:
     # a config without a profile: the --configfile to add
     assert hint("figures/demo-accuracy.png", names, {}, "config.yaml").endswith(
         "add --configfile config/a.yaml --replace-workflow-config")
+
+
+def test_the_command_fails_with_the_hint(capsys) -> None:
+    from pflrepro.cli import main
+
+    assert main(["other-config", "--root", str(ROOT), "--loaded", "config.yaml",
+                 "figures/demo_federico-accuracy.png"]) == 1
+    assert ("figures/demo_federico-accuracy.png belongs to config/demo.yaml, not to "
+            "config.yaml: add --profile profiles/demo") in capsys.readouterr().err
