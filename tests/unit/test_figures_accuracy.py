@@ -111,6 +111,7 @@ def test_legend_shows_papers_names_and_names_curves_on_top_of_each_other(
     legend = figures[0].legends[0]
     assert [t.get_text() for t in legend.get_texts()] == [
         "FedAvg (n=2)", "Local (n=2)", "FedProx (n=2)", "FedProx-FT (n=2)"]
+    assert "\nCurves on top of each other" in legend.get_title().get_text()  # its own line
     title = " ".join(legend.get_title().get_text().split())
     assert title.endswith("Curves on top of each other (means within 0.5 points at every "
                           "round): FedAvg = FedProx")
