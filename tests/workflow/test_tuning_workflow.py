@@ -167,9 +167,10 @@ def test_tuning_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(tmp_path
     # before any tuning: the final FedAMP runs' job (train_<runs>, which reads the
     # selection) is planned and its command printed, though its params wait for the
     # checkpoint
-    final = Counter(r for r, _ in planned_jobs(snakemake(shared, "-n", "-p",
-                                                          RUN.format(method="fedamp"))))
-    assert final["tune_select"] == 1 and any(r.startswith("train_") for r in final), final
+    plan = snakemake(shared, "-n", "-p", RUN.format(method="fedamp"))
+    final = Counter(r for r, _ in planned_jobs(plan))
+    assert "checkpoint tune_select:" in plan.stdout + plan.stderr
+    assert any(r.startswith("train_") for r in final), final
     rules = Counter(r for r, _ in planned_jobs(snakemake(shared, "-n", *targets)))
     batch = [r for r in rules if r.startswith("tune_train_2runs_")]
     assert "tune_train" not in rules and len(batch) == 1 and rules[batch[0]] == 1, rules
