@@ -18,6 +18,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cost.smk"
+include: "workflow/rules/hints.smk"
 
 
 # Local runs: no job-rate limiter (its timers wake the scheduler once a second per job

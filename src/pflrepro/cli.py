@@ -685,6 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
 
     add_tuning(sub)
+    from pflrepro.extra_commands import add_subcommands as add_extra  # other-config, ...
+
+    add_extra(sub)
     from pflrepro.cli_support import group_help
 
     group_help(parser, sub)

@@ -387,7 +387,9 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
     """
     import json as _json
 
-    exp_shown = dict(experiment_labels or {})
+    from pflrepro.reporting.tuning_note import short_note
+
+    exp_shown = {e["experiment"]: e["experiment"] for e in spec} | dict(experiment_labels or {})
     several = len({e["experiment"] for e in spec}) > 1
     notes = []
     for entry in spec:
@@ -411,12 +413,9 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
                     raise ValueError(
                         f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
                         f"the runs' {wrong} are not the tuning selection's {want}")
-        where = f" ({exp_shown.get(entry['experiment'], entry['experiment'])})" if several else ""
-        who = (f"every method's training, selected by {entry['method']}'s score{where}: "
-               if entry.get("training") else f"{entry['method']}{where}: ")
-        notes.append(who + note(
-            grids, chosen, entry["criterion"], int(entry["rounds"]), entry["seeds"],
-            float(entry["fraction"]), labels))
+        notes.append(short_note(entry["experiment"], entry["method"], grids, chosen, labels,
+                                f" ({exp_shown.get(entry['experiment'])})" if several else "",
+                                shared=bool(entry.get("training"))))
     return notes
 
 

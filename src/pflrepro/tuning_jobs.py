@@ -146,7 +146,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     if figure is not None:
         from pflrepro.reporting.tuning import plot_tuning
 
-        plot_tuning(table, grids, figure[0], figure[1], title=title)
+        plot_tuning(table, grids, figure[0], figure[1], title=title, labels=plan.get("labels"))
     return chosen
 
 

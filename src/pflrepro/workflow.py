@@ -76,9 +76,10 @@ BENCHMARK = ("results/benchmarks/train/{experiment}/{partition}/{method}/"
 TABLE = "results/tables/{experiment}.{ext}"
 #: An experiment's communication table (``pflrepro.reporting.communication``).
 COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
-#: An experiment's compute-cost table and its projection of the paper-scale grid
-#: (``pflrepro.reporting.cost``; ``kind``: ``cost`` or ``cost-projection``).
+#: An experiment's compute-cost table (``pflrepro.reporting.cost``; ``kind``: ``cost``), and
+#: one projection of the paper-scale grid from them all (``reporting.cost_projection``).
 COST_TABLE = "results/tables/{experiment}-{kind}.{ext}"
+COST_PROJECTION = "results/tables/cost-projection.{ext}"
 #: A combined table of the config's ``tables`` (the ``table`` wildcard).
 COMBINED_TABLE = pattern(TABLE, experiment="{table}")
 #: An experiment's figure; ``kind`` is the ``file`` its figure kind declares
@@ -620,10 +621,8 @@ def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
 
 # ------------------------------------------------------------------ compute cost
 def cost_targets(experiment: str) -> list[str]:
-    """The cost table (Markdown, CSV) and projection CSV of one experiment."""
-    return [COST_TABLE.format(experiment=experiment, kind="cost", ext=ext)
-            for ext in ("md", "csv")] + [
-        COST_TABLE.format(experiment=experiment, kind="cost-projection", ext="csv")]
+    """The cost table (Markdown, CSV) of one experiment."""
+    return [COST_TABLE.format(experiment=experiment, kind="cost", ext=ext) for ext in ("md", "csv")]
 
 
 def _job_paths(cfg: WorkflowConfig, experiment: str, template: str) -> list[str]:

@@ -154,7 +154,7 @@ def test_cost_command_writes_tables_and_says_cpu_is_not_gpu(tmp_path: Path) -> N
     hours = 2 * (3.0 + 20 * 1437.6 * (5.0 / (10 * 100))) / 3600
     assert f"| big | mlp | 2 | 1 | 2 | 20 | 1437.60 | {hours:.2f} |" in text
     assert "1 experiment × method pair(s) not priced" in text
-    assert "| fedavg | 1 | cpu | 10 | 2 | 8.00 | 5.00 | 0.50 | 2.00 | 300.50 | 7.50 |" in text
+    assert "| FedAvg | 1 | cpu | 10 | 2 | 8.00 | 5.00 | 0.50 | 2.00 | 300.50 | 7.50 |" in text
     assert pd.read_csv(csv)["method"].tolist() == ["fedavg"]
     assert pd.read_csv(proj)["method"].tolist() == ["fedavg", "ditto"]
 
@@ -198,9 +198,8 @@ def test_cost_command_says_how_tuned_values_were_chosen(tmp_path: Path) -> None:
     assert main([*args, "--tuning", json.dumps(TUNING)]) == 0
     paragraphs = md.read_text().split("\n\n")
     assert paragraphs[-1].startswith(
-        "fedamp: sigma chosen on validation from {1e-05, 0.001}: shown p split 0: 0.001 "
-        "(the grid's highest value) (best mean validation accuracy, 2 rounds, seeds [0], "
-        "0.2 of each client's training rows held out; the test rows never read).")
+        "FedAMP: chosen on validation, shown p: sigma=0.001 (the grid's highest value) "
+        "(every value tried: results/tuning/e/fedamp.md).")
     csv_bytes = csv.read_bytes()
     # no tuned method, no sentence; the CSV is the same either way
     assert main([*args, "--tuning", "[]"]) == 0

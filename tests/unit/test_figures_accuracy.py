@@ -96,4 +96,28 @@ def test_diverged_runs_end_early_and_are_named_in_the_legend(
     figures = captured_figures(monkeypatch)
     plot_accuracy_vs_round(agg, tmp_path / "a.pdf", tmp_path / "a.png")
     shown = texts(figures[0])
-    assert "fedavg (n=2, 1 diverged)" in shown and "local (n=2)" in shown
+    assert "FedAvg (n=2, 1 diverged)" in shown and "Local (n=2)" in shown
+
+
+def test_legend_shows_papers_names_and_names_curves_on_top_of_each_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agg = grid_aggregate(1, ["fedavg", "local", "fedprox_ft"], rounds=4, seeds=2)
+    # fedprox: fedavg's runs again, so its curve lies on fedavg's
+    agg = pd.concat([agg, agg[agg["method"] == "fedavg"].assign(method="fedprox")],
+                    ignore_index=True)
+    figures = captured_figures(monkeypatch)
+    plot_accuracy_vs_round(agg, tmp_path / "a.pdf", tmp_path / "a.png",
+                           methods_order=["fedavg", "local", "fedprox", "fedprox_ft"])
+    legend = figures[0].legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "FedAvg (n=2)", "Local (n=2)", "FedProx (n=2)", "FedProx-FT (n=2)"]
+    assert "\nCurves on top of each other" in legend.get_title().get_text()  # its own line
+    title = " ".join(legend.get_title().get_text().split())
+    assert title.endswith("Curves on top of each other (means within 0.5 points at every "
+                          "round): FedAvg = FedProx")
+    shown = texts(figures[0])
+    assert "fedavg" not in shown and "fedprox_ft" not in shown
+    # neighbours in the legend differ in colour, line style and marker
+    lines = legend.get_lines()
+    assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 4
+    assert lines[0].get_linestyle() != lines[2].get_linestyle()

@@ -46,9 +46,9 @@ def test_markdown_and_latex_cells_and_note() -> None:
     md = render_markdown(text)
     assert md.splitlines()[:5] == [
         "Table: T", "", "| method | p1 | P two |", "|:--|--:|--:|",
-        "| fedavg | 70.0 ± 14.0 | — |"]
-    assert "| federico | 50.0 ± n/a (n=1) | 60.0 ± 2.5 |" in md
+        "| FedAvg | 70.0 ± 14.0 | — |"]
+    assert "| FedeRiCo | 50.0 ± n/a (n=1) | 60.0 ± 2.5 |" in md
     assert "n = 1–2; n = 2 unless marked (n=...). n/a: a single run, no std." in md
     tex = render_latex(text)
-    assert r"    fedavg & 70.0 $\pm$ 14.0 & --- \\" in tex
+    assert r"    FedAvg & 70.0 $\pm$ 14.0 & --- \\" in tex
     assert r"    Method & p1 & P two \\" in tex

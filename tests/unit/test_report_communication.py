@@ -40,8 +40,9 @@ def test_totals_and_means_by_hand(tmp_path):
     assert table.set_index("method").loc["local", "total"] == 10.0
     md, csv = tmp_path / "c.md", tmp_path / "c.csv"
     write_communication(table, md, csv, caption="cap")
-    assert "| fedavg | p | 2 | 60.0 | 1.00e+02 | 1.00e+02 | 8.10e+02 |" in md.read_text()
+    assert "| FedAvg | p | 2 | 60.0 | 1.00e+02 | 1.00e+02 | 8.10e+02 |" in md.read_text()
     assert pd.read_csv(csv)["total"].tolist() == [10.0, 810.0]
+    assert "fedavg" in pd.read_csv(csv)["method"].tolist()  # the CSV keeps the ids
     assert "chosen on validation" not in md.read_text()
     # a tuned method's sentence ends the note; the CSV does not change
     before = csv.read_bytes()

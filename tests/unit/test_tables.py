@@ -80,8 +80,8 @@ def test_write_table(tmp_path) -> None:
     text = md.read_text()
     assert "Table: Test accuracy, 50% clients_per_round" in text
     # federico: (0.5, and (0.4*10+0.6*30)/40 = 0.55) -> 52.5 ± 3.5
-    assert "| fedavg | — | 70.0 ± 14.1 |" in text
-    assert "| federico | — | 52.5 ± 3.5 |" in text
+    assert "| FedAvg | — | 70.0 ± 14.1 |" in text
+    assert "| FedeRiCo | — | 52.5 ± 3.5 |" in text
     assert "| fed\\_x |" not in text and "| fed_x | 20.0 ± n/a (n=1) | — |" in text
     assert "n = 1–2; n = 2 unless marked" in text
     assert "n/a: a single run" in text
@@ -160,12 +160,12 @@ def test_write_table_mean_bmta(tmp_path) -> None:
     md, tex, csv = tmp_path / "t.md", tmp_path / "t.tex", tmp_path / "t.csv"
     write_table(table, md, tex, csv, caption="FedAMP")
     text = md.read_text()
-    assert "| fedamp | 85.0 ± 7.1 / 80.0 ± 14.1 |" in text
-    assert "| local | 50.0 ± n/a / 50.0 ± n/a (n=1) |" in text
+    assert "| FedAMP | 85.0 ± 7.1 / 80.0 ± 14.1 |" in text
+    assert "| Local | 50.0 ± n/a / 50.0 ± n/a (n=1) |" in text
     assert "BMTA / final round" in text
     assert "picked on the test set" in text and "final-round mean accuracy" in text
     latex = tex.read_text()
-    assert "fedamp & 85.0 $\\pm$ 7.1 / 80.0 $\\pm$ 14.1 \\\\" in latex
+    assert "FedAMP & 85.0 $\\pm$ 7.1 / 80.0 $\\pm$ 14.1 \\\\" in latex
     tidy = pd.read_csv(csv)
     assert list(tidy.columns) == ["method", "partition", "metric_name", "mean", "std", "n"]
     assert tidy["metric_name"].tolist() == ["mean_bmta", "mean_final"] * 2
@@ -236,7 +236,7 @@ def test_write_table_over_experiments(tmp_path) -> None:
     text = md.read_text()
     assert ("| method | CIFAR-10 · 2 distributions | CIFAR-10 · 4 distributions | "
             "CIFAR-100 · 4 distributions |") in text
-    assert "| federico | 75.0 ± 7.1 | 95.0 ± 7.1 | 75.0 ± 7.1 |" in text
+    assert "| FedeRiCo | 75.0 ± 7.1 | 95.0 ± 7.1 | 75.0 ± 7.1 |" in text
     latex = tex.read_text()
     assert "\\begin{tabular}{lrrr}" in latex
     assert ("     & \\multicolumn{2}{c}{CIFAR-10} & \\multicolumn{1}{c}{CIFAR-100} \\\\"
@@ -358,9 +358,10 @@ def test_a_method_that_never_split_is_named_under_the_table(tmp_path) -> None:
     md, tex, csv = (tmp_path / f"t.{e}" for e in ("md", "tex", "csv"))
     write_table(accuracy_table(agg), md, tex, csv, caption="c")
     note = "every client stayed in one cluster in every round of every run (no split)"
-    assert f"clustered_fl: {note}" in md.read_text()
-    assert f"clustered\\_fl: {note}" in tex.read_text()  # escaped for LaTeX
-    assert "hypcluster:" not in md.read_text()
+    # the method by its paper's name (Clustered FL), the CSV by its id
+    assert f"Clustered FL: {note}" in md.read_text() and f"Clustered FL: {note}" in tex.read_text()
+    assert "HypCluster:" not in md.read_text()
+    assert "clustered_fl" in csv.read_text() and "Clustered FL" not in csv.read_text()
     # no method logging clusters: the note as before
     write_table(accuracy_table(two_run_aggregate()), md, tex, csv, caption="c")
     assert "cluster" not in md.read_text()

@@ -189,11 +189,10 @@ def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
              "selection": {}}]   # no heurfedamp run in the table: no note
     runs = _final_runs({"init": "shared", "sigma": 1e-3, "alpha": 5e-5, "lam": 5e-6})
     notes = T.table_notes(spec, runs, labels={"p": "practical"})
-    assert notes == ["fedamp: sigma chosen on validation from {1e-05, 0.001}: practical split 0: "
-                     "0.001 (the grid's highest value); prox chosen on validation from "
-                     "{0.1, 1}: practical split 0: 0.1 (the grid's lowest value) (best mean "
-                     "validation accuracy, 10 rounds, seeds [0], 0.2 of each client's "
-                     "training rows held out; the test rows never read)."]
+    # short: the selected values and the tuning table, which says how and from what
+    assert notes == ["FedAMP: chosen on validation, practical: sigma=0.001 (the grid's highest "
+                     "value), prox=0.1 (the grid's lowest value) (every value tried: "
+                     "results/tuning/e/fedamp.md)."]
     # runs trained with other values than the selection's: the note would lie
     with pytest.raises(ValueError, match="not the tuning selection"):
         T.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))
@@ -247,5 +246,5 @@ def test_a_shared_training_note_names_every_method_and_the_selecting_one() -> No
     runs = pd.DataFrame([{"experiment": "e", "method": "fedavg", "partition": "p",
                           "split_seed": 0, "train_seed": 0, "params": "{}"}])
     (text,) = T.table_notes(spec, runs)
-    assert text.startswith("every method's training, selected by fedavg's score: lr chosen "
-                           "on validation from {0.05, 0.2, 0.4}: p split 0: 0.2 (final mean")
+    assert text == ("Every method's training settings (by FedAvg's score): chosen on validation, "
+                    "p: lr=0.2 (every value tried: results/tuning/e/fedavg.md).")

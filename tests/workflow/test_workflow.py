@@ -123,8 +123,8 @@ def _assert_only_federico_reruns(proc: subprocess.CompletedProcess) -> None:
     assert {w["method"] for r, w in jobs if r == "aggregate_method"} == {"federico"}
     assert not {"prepare_data", "partition"} & set(rules), rules
     assert set(rules) <= {"train", "aggregate_method", "aggregate_experiment", "table",
-                          "communication_table", "cost_table", "report_table", "plot_accuracy",
-                          "plot_weights", "all"}, rules
+                          "communication_table", "cost_table", "cost_projection",
+                          "report_table", "plot_accuracy", "plot_weights", "all"}, rules
     assert not {"partition_stats", "plot_partition"} & set(rules), rules
 
 

@@ -6,6 +6,7 @@ from snakemake.utils import min_version
 
 import os
 import shlex
+import warnings
 
 import pflrepro.workflow as W
 import pflrepro.tuning_jobs as TJ
@@ -14,9 +15,17 @@ from pflrepro.config_checks import located, refuse_periodic_names
 from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
+from pflrepro.reporting.names import method_name
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
 min_version("9.0")
+
+# Snakemake 9 leaves coroutines of its own un-awaited while it plans (input sizes of jobs
+# whose resources it never evaluates): with --report, dozens of "RuntimeWarning:
+# coroutine ... was never awaited" from snakemake/rules.py. Silenced for Snakemake's own
+# modules only; the same warning from this workflow's code still shows.
+warnings.filterwarnings("ignore", message=r"coroutine '.*' was never awaited",
+                        category=RuntimeWarning, module=r"snakemake(\..*)?$")
 
 # Snakemake has already read the config files (config.yaml, --configfile files, the
 # profile's configfile) with plain YAML, where a repeated key silently keeps the last
@@ -59,7 +68,19 @@ wildcard_constraints:
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
     return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
-            + prepared_arrays(CFG, W.chosen_experiments(CFG)))
+            + prepared_arrays(CFG, W.chosen_experiments(CFG)) + cost_projection_targets())
+
+
+def cost_projection_inputs(wildcards):
+    return [W.COST_TABLE.format(experiment=name, kind="cost", ext="csv")
+            for name in W.chosen_experiments(CFG)]
+
+
+def cost_projection_targets():
+    # one projection of the paper grid, from the chosen experiments' cost tables (cost.smk)
+    if not W.chosen_experiments(CFG):
+        return []
+    return [W.COST_PROJECTION.format(ext=ext) for ext in ("md", "csv")]
 
 
 def run_spec(wildcards):
@@ -253,11 +274,25 @@ def final_run_spec(wildcards):
                                   {m: W.read_selection(p) for m, p in found.items()})
 
 
+# The inputs below name a selection through checkpoints.tune_select.get(), as the params
+# that read it do: until Snakemake has decided whether the checkpoint reruns, a job whose
+# input is that checkpoint's target is judged on its output alone, then re-judged with its
+# real params. A selection input named directly would let the first judgement compare
+# the placeholder params with the recorded ones, call the job changed, and leave that
+# verdict on its downstream jobs (aggregates, tables, figures) after Snakemake has
+# re-judged the job itself: they would rerun on every invocation. Until then the input
+# function that asks gives the checkpoint's target alone, so a rule takes the selection
+# as an input item of its own (unpack), beside the items its command names.
+def selection_file(experiment, method):
+    """A tuning selection as a train or table job's input (ancient: its params rerun it)."""
+    return ancient(checkpoints.tune_select.get(experiment=experiment,
+                                               method=method).output.selection)
+
+
 def tuning_selection_input(wildcards):
     """The selection files the run's spec reads (its own, the shared training one)."""
     sources = TJ.selection_sources(CFG, wildcards.experiment, wildcards.method)
-    return {f"tuned_{m}": ancient(W.TUNE_SELECTION.format(experiment=wildcards.experiment,
-                                                         method=m)) for m in sources}
+    return {f"tuned_{m}": selection_file(wildcards.experiment, m) for m in sources}
 
 
 def tuning_notes(experiments):
@@ -272,7 +307,7 @@ def tuning_notes(experiments):
 
 def selections(experiments):
     """The experiments' tuning selections (ancient: a rewrite reruns via the params)."""
-    return [ancient(W.TUNE_SELECTION.format(experiment=name, method=method))
+    return [selection_file(name, method)
             for name in experiments for method in W.tuned_methods(CFG, name)]
 
 
@@ -316,6 +351,10 @@ def tune_run_spec(wildcards):
 
 def tune_runs(wildcards):
     return W.tune_run_paths(CFG, wildcards.experiment, wildcards.method)
+
+
+def tune_title(wildcards):
+    return f"Tuning {method_name(wildcards.method)} on {wildcards.experiment}"
 
 
 def tune_plan(wildcards):
@@ -385,7 +424,9 @@ def batch_function(pairs, what):
             if found[0]:
                 out["public"] = sorted({f["public"] for f in found})
                 out["public_meta"] = found[0]["public_meta"]
-            return {**out, **tuning_selection_input(members[0])}
+            return out
+        if what == "tuned":  # a separate input item: see selection_file
+            return tuning_selection_input(members[0])
         raise ValueError(what)
 
     return member_values

@@ -1,19 +1,17 @@
 # Compute cost: each experiment's training jobs (Snakemake benchmark records, devices and
-# training times from their logs) tabled per method, and the paper-scale grid of
-# config.yaml projected from the measured rates (pflrepro.reporting.cost says how, and
-# what such a projection cannot say).
+# training times from their logs) tabled per method; then one projection of config.yaml's
+# paper-scale grid from all those measured tables (pflrepro.reporting.cost says how, and
+# what such a projection cannot say; pflrepro.reporting.cost_projection how the rates of
+# several experiments combine).
 
 
 rule cost_table:
     input:
         runs=lambda wildcards: W.cost_inputs(CFG, wildcards.experiment),
-        # the paper-scale grid to project (config.yaml beside the Snakefile)
-        paper=os.path.join(workflow.basedir, "config.yaml"),
         tuned=experiment_selections,
     output:
         md=W.pattern(W.COST_TABLE, kind="cost", ext="md"),
         csv=W.pattern(W.COST_TABLE, kind="cost", ext="csv"),
-        projection=W.pattern(W.COST_TABLE, kind="cost-projection", ext="csv"),
     params:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
@@ -29,6 +27,29 @@ rule cost_table:
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
-        " --methods {params.methods:q} --project {input.paper:q}"
-        " --md {output.md:q} --csv {output.csv:q} --projection-csv {output.projection:q}"
+        " --methods {params.methods:q}"
+        " --md {output.md:q} --csv {output.csv:q}"
         " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1"
+
+
+rule cost_projection:
+    input:
+        costs=cost_projection_inputs,
+        # the paper-scale grid to project (config.yaml beside the Snakefile)
+        paper=os.path.join(workflow.basedir, "config.yaml"),
+    output:
+        md=W.COST_PROJECTION.format(ext="md"),
+        csv=W.COST_PROJECTION.format(ext="csv"),
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
+        experiments=W.chosen_experiments(CFG),
+    log:
+        W.COST_LOG.format(experiment="cost-projection"),
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
+        " --project {input.paper:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"

@@ -59,6 +59,7 @@ for _batch in TRAIN_BATCHES:
         name: _batch.rule
         input:
             unpack(batch_function(_batch.pairs, "inputs")),
+            unpack(batch_function(_batch.pairs, "tuned")),
         output:
             [W.pattern(W.RUN, split=s, seed=t) for s, t in _batch.pairs],
         params:

@@ -130,7 +130,7 @@ checkpoint tune_select:
         python=PFLREPRO_PYTHON,
         source=PFLREPRO_SRC,
         plan=tune_plan,
-        title=lambda wildcards: f"{wildcards.experiment}: {wildcards.method}",
+        title=tune_title,
     log:
         W.TUNE_SELECT_LOG,
     conda:

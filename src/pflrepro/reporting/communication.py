@@ -18,6 +18,7 @@ import pandas as pd
 
 from pflrepro.io import write_csv, write_text
 from pflrepro.reporting.accuracy import RUN_KEYS, final_accuracy
+from pflrepro.reporting.names import method_name
 from pflrepro.reporting.ordering import order_values
 from pflrepro.results import COMM_DOWN, COMM_UP
 
@@ -89,8 +90,9 @@ def write_communication(table: pd.DataFrame, md_path: str | os.PathLike[str],
                         tuning: Sequence[str] = ()) -> None:
     """Write :func:`communication_table` as Markdown and CSV (atomically).
 
-    ``labels`` (partition id -> shown label) name the partitions in the Markdown; the
-    CSV keeps the ids. ``tuning``: sentences appended to the note, one per tuned method
+    ``labels`` (partition id -> shown label) name the partitions in the Markdown, and
+    methods show by their papers' names (:mod:`pflrepro.reporting.names`); the CSV
+    keeps the ids. ``tuning``: sentences appended to the note, one per tuned method
     (:func:`pflrepro.tuning.table_notes`).
     """
     labels = labels or {}
@@ -100,7 +102,7 @@ def write_communication(table: pd.DataFrame, md_path: str | os.PathLike[str],
              "|:--|:--|--:|--:|--:|--:|--:|"]
     for row in table.itertuples(index=False):
         shown = labels.get(str(row.partition), str(row.partition))
-        lines.append(f"| {row.method} | {shown} | {row.runs} | {row.accuracy:.1f} | "
+        lines.append(f"| {method_name(row.method)} | {shown} | {row.runs} | {row.accuracy:.1f} | "
                      f"{_sci(row.up_per_client_round)} | {_sci(row.down_per_client_round)} | "
                      f"{_sci(row.total)} |")
     lines += ["", "Scalars (parameters, logits, losses, control variates) a client sent (up) "

@@ -351,13 +351,44 @@ MEASURED_HEADERS = {"wall_s": "wall s (mean)", "train_s": "train s (mean)",
 
 def markdown(table: pd.DataFrame, columns: Sequence[str],
              headers: Mapping[str, str] | None = None) -> str:
-    """A pipe table of ``columns`` (pandas' ``to_markdown`` needs tabulate; this does not)."""
+    """A pipe table of ``columns`` (pandas' ``to_markdown`` needs tabulate; this does not).
+
+    A ``method`` column shows the papers' names (:mod:`pflrepro.reporting.names`).
+    """
+    from pflrepro.reporting.names import method_name
+
     headers = headers or {}
+    if "method" in table.columns:
+        table = table.assign(method=table["method"].map(method_name))
     lines = ["| " + " | ".join(headers.get(c, c) for c in columns) + " |",
              "|" + "|".join(":--" if i == 0 else "--:" for i in range(len(columns))) + "|"]
     for _, row in table.iterrows():
         lines.append("| " + " | ".join(_fmt(row[c]) for c in columns) + " |")
     return "\n".join(lines)
+
+
+def projection_text(projected: pd.DataFrame, measured: pd.DataFrame) -> list[str]:
+    """The Markdown section of a :func:`projection` priced at ``measured``'s rates."""
+    total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
+    devices = ", ".join(sorted(set(measured["device"])))
+    on_gpu = all(d.startswith("cuda") or "NVIDIA" in d or "GPU" in d
+                 for d in measured["device"])
+    kind = "GPU-hours" if on_gpu else "CPU hours at the measured model's cost, NOT GPU-hours"
+    unpriced = int(projected["hours"].isna().sum())
+    return ["## Projection of the paper-scale grid", "",
+            "hours = runs × (overhead + rounds × samples per round × measured seconds "
+            "per sample) / 3600, with each method's rate measured here (on "
+            f"{devices}; matched by algorithm) and the paper grid's runs, rounds, "
+            "partitions' training samples and local passes. It scales the measured "
+            "cost by the grid's work; it does not scale by model size (the paper's "
+            "models cost more per sample than a small measured model), and a "
+            f"CPU-measured rate is not a GPU rate. Unit: {kind}. Per method: the "
+            "projection CSV.", "",
+            markdown(projection_by_experiment(projected), PROJECTED_COLUMNS,
+                     PROJECTED_HEADERS), "",
+            f"Total: {_fmt(total, 1)} hours ({kind}) for the methods priced; "
+            f"{unpriced} experiment × method pair(s) not priced (algorithm not "
+            "measured here, or data set of unknown size)."]
 
 
 def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str | Path,
@@ -387,26 +418,7 @@ def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str |
                   f"{', '.join(missing)}. To measure one again, delete its run and rerun "
                   f"snakemake."]
     if projected is not None:
-        total = float(projected["hours"].sum(min_count=1)) if not projected.empty else math.nan
-        devices = ", ".join(sorted(set(measured["device"])))
-        on_gpu = all(d.startswith("cuda") or "NVIDIA" in d or "GPU" in d
-                     for d in measured["device"])
-        kind = "GPU-hours" if on_gpu else "CPU hours at the measured model's cost, NOT GPU-hours"
-        unpriced = int(projected["hours"].isna().sum())
-        parts += ["", "## Projection of the paper-scale grid", "",
-                  "hours = runs × (overhead + rounds × samples per round × measured seconds "
-                  "per sample) / 3600, with each method's rate measured here (on "
-                  f"{devices}; matched by algorithm) and the paper grid's runs, rounds, "
-                  "partitions' training samples and local passes. It scales the measured "
-                  "cost by the grid's work; it does not scale by model size (the paper's "
-                  "models cost more per sample than a small measured model), and a "
-                  f"CPU-measured rate is not a GPU rate. Unit: {kind}. Per method: the "
-                  "projection CSV.", "",
-                  markdown(projection_by_experiment(projected), PROJECTED_COLUMNS,
-                           PROJECTED_HEADERS), "",
-                  f"Total: {_fmt(total, 1)} hours ({kind}) for the methods priced; "
-                  f"{unpriced} experiment × method pair(s) not priced (algorithm not "
-                  "measured here, or data set of unknown size)."]
+        parts += ["", *projection_text(projected, measured)]
     write_text(md, "\n".join(parts) + "\n")
     write_csv(measured, csv)
     if projection_csv is not None:

@@ -5,7 +5,9 @@ the column structure of an accuracy table
 (:func:`pflrepro.reporting.tables.accuracy_table`), :func:`tidy_table` turns it into one row
 per cell (the CSV); :func:`table_text` resolves the table's labels and counts its runs
 into a :class:`TableText`; :func:`render_markdown` and :func:`render_latex` print it,
-with the note that says what the cells are and over how many runs.
+with the note that says what the cells are and over how many runs. Rows show the
+methods by their papers' names (:mod:`pflrepro.reporting.names`); the CSV keeps the
+ids. The note names the methods whose rows are identical (:func:`equal_rows`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from pflrepro.reporting.accuracy import TABLE_METRICS
+from pflrepro.reporting.names import method_names
 from pflrepro.reporting.ordering import check_labels, display_labels
 
 #: Statistics stored per (method, partition) by an accuracy table.
@@ -194,6 +197,19 @@ def _runs_of_equal(items: Sequence[str]) -> list[tuple[str, int, int]]:
     return out
 
 
+def equal_rows(methods: Sequence[str], rows: Sequence[Sequence[Any]],
+               empty: Callable[[Sequence[Any]], bool]) -> list[list[str]]:
+    """Groups of ``methods`` whose ``rows`` are equal, in the order of ``methods``.
+
+    Rows for which ``empty`` holds (no run in any cell) are never grouped.
+    """
+    groups: dict[str, list[str]] = {}
+    for method, row in zip(methods, rows, strict=True):
+        if not empty(row):
+            groups.setdefault(repr(list(row)), []).append(method)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 @dataclass(frozen=True)
 class TableText:
     """An accuracy table made ready to print: labels resolved, cells counted.
@@ -228,6 +244,12 @@ class TableText:
     one_cluster: list[str] = dataclasses.field(default_factory=list)
     #: Per tuned method: how its values were chosen (:func:`pflrepro.tuning.table_notes`).
     tuning: list[str] = dataclasses.field(default_factory=list)
+    #: Shown name of each method (row); ids not given show as themselves.
+    names: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def name(self, method: str) -> str:
+        """The shown name of row ``method``."""
+        return self.names.get(method, method)
 
     def header(self, key: tuple[str, ...]) -> str:
         """The flat header of column ``key``: ``<experiment> · <partition>`` or the partition."""
@@ -246,6 +268,22 @@ class TableText:
                     texts[i][j] += f" ({d} diverged)"
         return texts
 
+    def equal_rows_note(self, sym: Mapping[str, str], escape: Callable[[str], str] = str) -> str:
+        """`` A = B: the same in every cell ...`` for rows that print alike; else ``""``.
+
+        Says whether the rows are equal to full precision or only as printed.
+        """
+        exact = {m: row for m, row in zip(self.methods, self.cells, strict=True)}
+        parts = []
+        for group in equal_rows(self.methods, self.cell_texts(sym),
+                                empty=lambda row: all(c == sym["dash"] for c in row)):
+            same = all(exact[m] == exact[group[0]] for m in group)
+            parts.append(" = ".join(escape(self.name(m)) for m in group)
+                         + (" (to full precision)" if same else " (as printed)"))
+        if not parts:
+            return ""
+        return " Rows with the same value in every cell: " + "; ".join(parts) + "."
+
     def note(self, sym: Mapping[str, str], escape: Callable[[str], str] = str) -> str:
         """The note under the table (what the cells are, over how many runs).
 
@@ -256,10 +294,11 @@ class TableText:
             text += (" (k diverged): k runs of the cell diverged (a non-finite loss); they "
                      "stopped there and count with their accuracy at that round.")
         if self.one_cluster:
-            names = ", ".join(escape(m) for m in self.one_cluster)
+            names = ", ".join(escape(self.name(m)) for m in self.one_cluster)
             text += (f" {names}: every client stayed in one cluster in every round of "
                      f"every run (no split), so it trained a single global model, as "
                      f"FedAvg does.")
+        text += self.equal_rows_note(sym, escape)
         for line in self.tuning:
             text += f" {escape(line)}"
         return text
@@ -333,7 +372,7 @@ def table_text(table: pd.DataFrame, caption: str, *, decimals: int = 1,
                      diverged=[[diverged.get((str(method), *key), 0) for key in keys]
                                for method in table.index] if diverged else [],
                      one_cluster=list(table.attrs.get("one_cluster") or []),
-                     tuning=list(tuning))
+                     tuning=list(tuning), names=method_names(str(m) for m in table.index))
 
 
 def render_markdown(text: TableText) -> str:
@@ -342,7 +381,7 @@ def render_markdown(text: TableText) -> str:
              "| method | " + " | ".join(_md_escape(text.header(k)) for k in text.keys) + " |",
              "|:--|" + "--:|" * len(text.keys)]
     for method, row in zip(text.methods, text.cell_texts(_MD), strict=True):
-        lines.append(f"| {_md_escape(method)} | " + " | ".join(row) + " |")
+        lines.append(f"| {_md_escape(text.name(method))} | " + " | ".join(row) + " |")
     lines += ["", text.note(_MD, _md_escape), ""]
     return "\n".join(lines)
 
@@ -376,7 +415,7 @@ def render_latex(text: TableText) -> str:
         "    \\midrule",
     ]
     for method, row in zip(text.methods, text.cell_texts(_TEX), strict=True):
-        tex.append(f"    {_latex_escape(method)} & " + " & ".join(row) + " \\\\")
+        tex.append(f"    {_latex_escape(text.name(method))} & " + " & ".join(row) + " \\\\")
     tex += [
         "    \\bottomrule",
         "  \\end{tabular}",

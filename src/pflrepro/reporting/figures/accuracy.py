@@ -1,7 +1,10 @@
 """Weighted test accuracy against round, one panel per partition, one line per method.
 
 :func:`method_lines` draws the panels; :mod:`.client_accuracy` draws one client's
-accuracy with it too.
+accuracy with it too. Each method has its own colour, line style and staggered
+markers (:mod:`pflrepro.reporting.method_styles`), so curves drawn on top of each
+other stay apart, and the legend names the methods whose curves coincide; methods
+show by their papers' names (:mod:`pflrepro.reporting.names`).
 """
 
 from __future__ import annotations
@@ -11,12 +14,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from pflrepro.reporting.figures.common import (
-    METHOD_PALETTE,
     STYLE,
     LegendSpec,
     PathLike,
@@ -26,6 +27,13 @@ from pflrepro.reporting.figures.common import (
 )
 from pflrepro.reporting.figures.kinds import FigureKind
 from pflrepro.reporting.accuracy import RUN_KEYS, check_cells, diverged_runs, weighted_accuracy_per_round
+from pflrepro.reporting.method_styles import (
+    coincide_note,
+    coinciding,
+    marker_step,
+    method_styles,
+)
+from pflrepro.reporting.names import method_names
 from pflrepro.reporting.ordering import display_labels, order_values
 
 KIND = FigureKind(
@@ -56,9 +64,11 @@ def method_lines(stats: pd.DataFrame, runs: pd.Series, methods: Sequence[str],
 
     ``stats`` holds :func:`mean_band_stats` rows, ``runs`` the number of runs per
     (method, partition) and ``titles`` each partition's panel title; ``diverged``
-    (method -> runs that diverged) marks those methods in the legend.
+    (method -> runs that diverged) marks those methods in the legend, whose title
+    names the methods whose curves coincide (:func:`.method_styles.coinciding`).
     """
-    colours = dict(zip(methods, sns.color_palette(METHOD_PALETTE, len(methods)), strict=True))
+    styles = method_styles(methods)
+    shown = method_names(methods)
     with matplotlib.rc_context(STYLE):
         fig, axes, cols = facets(len(partitions), 3.4, 2.6, sharex=False, sharey=True)
         for k, (ax, partition) in enumerate(zip(axes, partitions, strict=True)):
@@ -69,24 +79,25 @@ def method_lines(stats: pd.DataFrame, runs: pd.Series, methods: Sequence[str],
                 x = cur["round"].to_numpy()
                 mean = cur["mean"].to_numpy()
                 std = cur["std"].to_numpy()
-                ax.plot(x, mean, color=colours[method], lw=1.4,
-                        marker="o" if len(x) <= 12 else None, ms=3)
+                ax.plot(x, mean, lw=1.4,
+                        **styles[method].line(len(x), marker_step(len(methods), len(x))))
                 band = ~np.isnan(std)
                 if band.any():
                     ax.fill_between(x[band], (mean - std)[band], (mean + std)[band],
-                                    color=colours[method], alpha=0.2, lw=0)
+                                    color=styles[method].colour, alpha=0.15, lw=0)
             ax.set_title(titles[partition])
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if k % cols == 0:
                 ax.set_ylabel(ylabel)
             if k + cols >= len(partitions):  # no panel below it
                 ax.set_xlabel("round")
-    handles = [Line2D([], [], color=colours[m], lw=1.6) for m in methods]
+    handles = [Line2D([], [], **styles[m].legend_line()) for m in methods]
     diverged = diverged or {}
-    names = [f"{m} ({span(runs.loc[m].tolist())}"
+    names = [f"{shown[m]} ({span(runs.loc[m].tolist())}"
              + (f", {diverged[m]} diverged" if diverged.get(m) else "") + ")" for m in methods]
-    finish(fig, pdf, png, [LegendSpec(handles, names, "method (n runs per panel): "
-                                      "mean ± 1 sd over runs")])
+    title = "method (n runs per panel): mean ± 1 sd over runs"
+    note = coincide_note(coinciding(stats, methods), shown)
+    finish(fig, pdf, png, [LegendSpec(handles, names, f"{title}\n{note}" if note else title)])
 
 
 def plot_accuracy_vs_round(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,

@@ -162,7 +162,8 @@ def _place_legend(fig: Figure, spec: LegendSpec, renderer: Any) -> Legend:
         title_width = legend.get_title().get_window_extent(renderer).width
         if title_width > room and title == spec.title:
             longest = max(len(line) for line in title.splitlines())
-            title = textwrap.fill(title, max(8, int(longest * room / title_width)))
+            width = max(8, int(longest * room / title_width))  # each line of the title
+            title = "\n".join(textwrap.fill(line, width) for line in title.splitlines())
         elif cols > 1:
             cols -= 1
         else:  # one entry wider than the figure: _grow_to_fit widens the figure

@@ -15,12 +15,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.lines import Line2D
 
 from pflrepro.reporting.communication import communication_table
 from pflrepro.reporting.figures.common import (
-    METHOD_PALETTE,
     STYLE,
     LegendSpec,
     PathLike,
@@ -29,6 +27,8 @@ from pflrepro.reporting.figures.common import (
     wrap,
 )
 from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.reporting.method_styles import method_palette
+from pflrepro.reporting.names import method_names
 from pflrepro.reporting.ordering import display_labels, order_values
 
 KIND = FigureKind(
@@ -49,7 +49,7 @@ def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
     methods = order_values(table["method"], methods_order, f"{what} methods")
     partitions = order_values(table["partition"], None, f"{what} partitions")
     shown = display_labels(partitions, labels, f"{what} labels")
-    colours = dict(zip(methods, sns.color_palette(METHOD_PALETTE, len(methods)), strict=True))
+    colours = dict(zip(methods, method_palette(len(methods)), strict=True))
     positive = table.loc[table["total"] > 0, "total"]
     floor = float(positive.min()) / 10 if not positive.empty else 1.0
     with matplotlib.rc_context(STYLE):
@@ -67,7 +67,7 @@ def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
                 ax.set_ylabel("final weighted test accuracy (%)")
             ax.grid(True, which="major", alpha=0.3)
     handles = [Line2D([], [], color=colours[m], marker="o", lw=0) for m in methods]
-    names = [str(m) for m in methods]
+    names = list(method_names(methods).values())
     if bool(np.any(table["total"] == 0)):
         handles.append(Line2D([], [], color="0.3", marker="<", lw=0))
         names.append("(nothing communicated)")

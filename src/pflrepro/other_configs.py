@@ -1,0 +1,108 @@
+"""Which shipped config a file belongs to, for a target the loaded config does not make.
+
+Snakemake answers a target no rule makes with ``MissingRuleException``; a figure or
+table of the demo asked for without the demo profile is the common case. The
+workflow's rule ``other_config_target`` (workflow/rules/common.smk) matches exactly the
+files of experiments and tables that the loaded config lacks and another config of
+``config/`` (or ``config.yaml``) has, and fails while Snakemake plans, with the line
+:func:`hint` writes: the config to load, and the profile that loads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Where experiment and table names appear in the paths the workflow writes.
+_OWNED = (r"figures/{name}-[^/]+", r"results/tables/{name}(?:-[^/]+)?\.[a-z]+",
+          r"results/(?:runs|aggregate|tuning|report|partial)/{name}(?:/.*|\.[a-z]+|-[^/]+)",
+          r"results/report/{name}\.html")
+
+
+def shipped_configs(root: str | Path) -> dict[str, set[str]]:
+    """Config file (relative to ``root``) -> the experiment and table names it defines."""
+    root = Path(root)
+    found: dict[str, set[str]] = {}
+    for path in [root / "config.yaml", *sorted((root / "config").glob("*.yaml"))]:
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("experiments"), dict):
+            names = set(raw["experiments"]) | set(raw.get("tables") or {})
+            found[str(path.relative_to(root))] = {str(n) for n in names}
+    return found
+
+
+def profiles_of(root: str | Path) -> dict[str, str]:
+    """Config file -> a profile directory whose ``configfile:`` loads it."""
+    out: dict[str, str] = {}
+    for path in sorted(Path(root).glob("profiles/*/config.yaml")):
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("configfile"), str):
+            out.setdefault(raw["configfile"], str(path.parent.relative_to(root)))
+    return out
+
+
+def foreign_names(configs: Mapping[str, set[str]], loaded: Iterable[str]) -> dict[str, str]:
+    """Name -> config file, for names the loaded config lacks (the first config wins)."""
+    have = set(loaded)
+    out: dict[str, str] = {}
+    for config, names in configs.items():
+        for name in sorted(names - have):
+            out.setdefault(name, config)
+    return out
+
+
+def target_pattern(names: Iterable[str]) -> str:
+    """A regex matching the paths the workflow writes for ``names`` (never matches if none)."""
+    names = sorted(names, key=len, reverse=True)
+    if not names:
+        return r"(?!x)x"
+    alternation = "(?:" + "|".join(re.escape(n) for n in names) + ")"
+    return "(?:" + "|".join(p.format(name=alternation) for p in _OWNED) + ")"
+
+
+def owner(target: str, names: Mapping[str, str]) -> str | None:
+    """The config file whose names make ``target``, or ``None``."""
+    for name in sorted(names, key=len, reverse=True):
+        if re.fullmatch(target_pattern([name]), target):
+            return names[name]
+    return None
+
+
+def hint(target: str, names: Mapping[str, str], profiles: Mapping[str, str],
+         loaded: str) -> str:
+    """One line: ``<target> belongs to config/demo.yaml: add --profile profiles/demo``."""
+    config = owner(target, names) or "another config"
+    how = (f"add --profile {profiles[config]}" if config in profiles
+           else f"add --configfile {config} --replace-workflow-config")
+    return f"{target} belongs to {config}, not to {loaded}: {how}"
+
+
+#: The log of rule ``other_config_target`` (never written: the rule never runs).
+HINT_LOG = "logs/other_config/{other_config_target}.log"
+
+
+def hint_job(root: str, loaded: str, target: str) -> None:
+    """``pflrepro other-config``: fail with :func:`hint` for ``target`` (``ValueError``)."""
+    configs = shipped_configs(root)
+    names = foreign_names(configs, configs.get(loaded, set()))
+    raise ValueError(hint(target, names, profiles_of(root), loaded))
+
+
+def add_subcommands(sub: Any) -> None:
+    """``pflrepro other-config`` (an argparse subparser)."""
+    p = sub.add_parser("other-config", help="say which shipped config (and profile) makes a "
+                       "file the loaded config does not")
+    p.add_argument("--root", required=True, help="the workflow's directory")
+    p.add_argument("--loaded", required=True, help="the config file loaded, relative to it")
+    p.add_argument("target")
+    p.set_defaults(func=lambda a: hint_job(a.root, a.loaded, a.target))

@@ -1,0 +1,65 @@
+"""One projection of the paper-scale grid, from every built experiment's measured rates.
+
+Each experiment's cost table (:mod:`pflrepro.reporting.cost`) measures its own jobs;
+projecting the paper grid from each of them gave as many different totals for one grid
+as there were experiments. Here the measured tables of all experiments are read
+together, in the config's order, and each algorithm is priced at the rate of the first
+experiment that measured it (the ``rate_from`` column names the method, experiment and
+device), so the grid has one projection (:func:`pflrepro.reporting.cost.projection`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def combined_rates(experiments: Sequence[str], tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The measured rows of ``tables`` (one per experiment), the first per algorithm.
+
+    ``method`` becomes ``<method> (<experiment>)``: where the rate was measured.
+    """
+    import pandas as pd
+
+    if len(experiments) != len(tables) or not tables:
+        raise ValueError(f"{len(tables)} cost table(s) for {len(experiments)} experiment(s)")
+    rows = [t.assign(method=[f"{m} ({e})" for m in t["method"]])
+            for e, t in zip(experiments, tables, strict=True)]
+    return pd.concat(rows, ignore_index=True).drop_duplicates("algorithm", keep="first")
+
+
+def projection_job(experiments: Sequence[str], costs: Sequence[str], project: str,
+                   scale: str, md: str, csv: str) -> None:
+    """``pflrepro cost-projection``: project ``project``'s ``scale`` grid, write MD and CSV."""
+    import pandas as pd
+
+    from pflrepro.config import check_config_paths
+    from pflrepro.io import write_csv, write_text
+    from pflrepro.reporting.cost import projection, projection_text
+    from pflrepro.schema import build_schema
+
+    rates = combined_rates(experiments, [pd.read_csv(c) for c in costs])
+    projected = projection(rates, check_config_paths([project], build_schema()), scale=scale)
+    head = ["# Compute cost of the paper-scale grid, projected", "",
+            f"From the measured cost tables of {', '.join(experiments)} (each algorithm at "
+            "the rate of the first of them that trained it; the CSV's rate_from column).", ""]
+    write_text(md, "\n".join(head + projection_text(projected, rates)) + "\n")
+    write_csv(projected, csv)
+
+
+def add_subcommands(sub: Any) -> None:
+    """``pflrepro cost-projection`` (an argparse subparser)."""
+    p = sub.add_parser("cost-projection", help="one projection of a config's paper-scale "
+                       "grid from several experiments' measured cost tables")
+    p.add_argument("--experiments", nargs="+", required=True, help="in the config's order")
+    p.add_argument("--costs", nargs="+", required=True,
+                   help="their measured cost CSVs, aligned with --experiments")
+    p.add_argument("--project", required=True, help="the config whose grid to project")
+    p.add_argument("--project-scale", default="paper", choices=["paper", "cpu"])
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.set_defaults(func=lambda a: projection_job(a.experiments, a.costs, a.project,
+                                                 a.project_scale, a.md, a.csv))

@@ -1,0 +1,87 @@
+"""The names a reader sees for method ids: the papers' spelling (FedAvg+, FedProx-FT, ...).
+
+Tables and figures show these names; CSV files, paths and wildcards keep the ids.
+:data:`METHOD_NAMES` lists every method id of the shipped configs; an id it does not
+list (a user's own variant) shows as itself. The base names follow the papers'
+text (FedeRiCo's "FedAvg+", "Clustered FL", "Local"; FedAMP's "FedAvg-FT",
+"FedProx-FT", "HeurFedAMP"); a variant is its base name with the setting it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+#: Method id -> name shown in tables and figures.
+METHOD_NAMES: Mapping[str, str] = {
+    "local": "Local",
+    "fedavg": "FedAvg",
+    "fedavg_plus": "FedAvg+",
+    "fedavg_ft": "FedAvg-FT",
+    "fedprox": "FedProx",
+    "fedprox_ft": "FedProx-FT",
+    "fedprox_hand": "FedProx (hand-set μ)",
+    "fedprox_ft_hand": "FedProx-FT (hand-set μ)",
+    "scaffold": "SCAFFOLD",
+    "apfl": "APFL",
+    "ditto": "Ditto",
+    "ditto_hand": "Ditto (hand-set λ)",
+    "per_fedavg": "Per-FedAvg",
+    "clustered_fl": "Clustered FL",
+    "hypcluster": "HypCluster",
+    "fedem": "FedEM",
+    "fedfomo": "FedFomo",
+    "fedfomo_m5": "FedFomo (M=5)",
+    "feddf": "FedDF",
+    "fedamp": "FedAMP",
+    "fedamp_hand": "FedAMP (hand-set)",
+    "heurfedamp": "HeurFedAMP",
+    "heurfedamp_hand": "HeurFedAMP (hand-set)",
+    "federico": "FedeRiCo",
+    "federico_literal": "FedeRiCo (literal reading)",
+    "federico_accumulative": "FedeRiCo (accumulative loss)",
+    "federico_eps0": "FedeRiCo (ε=0)",
+    "federico_eps0.1": "FedeRiCo (ε=0.1)",
+    "federico_eps0.5": "FedeRiCo (ε=0.5)",
+    "federico_eps1": "FedeRiCo (ε=1)",
+    "federico_beta0.1": "FedeRiCo (β=0.1)",
+    "federico_beta0.3": "FedeRiCo (β=0.3)",
+    "federico_beta0.9": "FedeRiCo (β=0.9)",
+    "federico_m0": "FedeRiCo (M=0)",
+    "federico_m1": "FedeRiCo (M=1)",
+    "federico_m5": "FedeRiCo (M=5)",
+    "federico_m7": "FedeRiCo (M=7)",
+    "perfedckt": "PerFed-CKT",
+    "perfedckt_c1": "PerFed-CKT (1 cluster)",
+    "perfedckt_c2": "PerFed-CKT (2 clusters)",
+    "perfedckt_c4": "PerFed-CKT (4 clusters)",
+    "perfedckt_c5": "PerFed-CKT (5 clusters)",
+    "fedmix": "FedMix",
+    "fedmix_k1": "FedMix (k=1)",
+    "fedmix_k2": "FedMix (k=2)",
+    "fedmix_k8": "FedMix (k=8)",
+    "fedmix_shard": "FedMix (shard posterior)",
+    "fedmix_label_shard": "FedMix (label-shard posterior)",
+}
+
+
+def method_name(method: str) -> str:
+    """The name ``method`` (an id) shows as: :data:`METHOD_NAMES`, else the id itself."""
+    return METHOD_NAMES.get(str(method), str(method))
+
+
+def method_names(methods: Iterable[str]) -> dict[str, str]:
+    """Each id of ``methods`` -> its shown name; raises ``ValueError`` if two look alike.
+
+    Two ids may only share a name when one of them is not listed (a user's id equal to
+    a listed name): the table or legend could not tell them apart.
+    """
+    shown: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for method in methods:
+        name = method_name(method)
+        if name in seen and seen[name] != str(method):
+            raise ValueError(f"methods {seen[name]!r} and {method!r} would both be shown as "
+                             f"{name!r}")
+        seen[name] = str(method)
+        shown[str(method)] = name
+    return shown

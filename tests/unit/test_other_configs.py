@@ -1,0 +1,57 @@
+"""Which shipped config a target belongs to (pflrepro.other_configs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pflrepro.other_configs import (
+    foreign_names,
+    hint,
+    owner,
+    profiles_of,
+    shipped_configs,
+    target_pattern,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_figures_belong_to_the_demo_config_and_profile() -> None:
+    configs = shipped_configs(ROOT)
+    assert {"demo_fedamp", "demo_federico", "demo_fedamp_bmta"} <= configs["config/demo.yaml"]
+    assert profiles_of(ROOT)["config/demo.yaml"] == "profiles/demo"
+    names = foreign_names(configs, configs["config.yaml"])
+    assert names["demo_fedamp"] == "config/demo.yaml"
+    assert not set(names) & configs["config.yaml"]
+    line = hint("figures/demo_fedamp-accuracy.png", names, profiles_of(ROOT), "config.yaml")
+    assert line == ("figures/demo_fedamp-accuracy.png belongs to config/demo.yaml, not to "
+                    "config.yaml: add --profile profiles/demo")
+
+
+def test_patterns_match_the_names_files_only() -> None:
+    names = {"demo": "config/a.yaml", "demo_x": "config/b.yaml"}
+    pattern = target_pattern(names)
+    for path in ("figures/demo-accuracy.png", "results/tables/demo.md",
+                 "results/tables/demo-cost.csv", "results/runs/demo/p/m/split0-seed0.parquet",
+                 "results/aggregate/demo.parquet", "results/tuning/demo/fedamp.md"):
+        assert re.fullmatch(pattern, path), path
+    for path in ("figures/demo2-accuracy.png", "results/tables/demox.md", "demo.md",
+                 "figures/other-accuracy.png"):
+        assert not re.fullmatch(pattern, path), path
+    # the longer name wins where one name starts another
+    assert owner("figures/demo_x-accuracy.png", names) == "config/b.yaml"
+    assert owner("figures/demo-accuracy.png", names) == "config/a.yaml"
+    assert re.fullmatch(target_pattern([]), "figures/x-y.png") is None
+    # a config without a profile: the --configfile to add
+    assert hint("figures/demo-accuracy.png", names, {}, "config.yaml").endswith(
+        "add --configfile config/a.yaml --replace-workflow-config")
+
+
+def test_the_command_fails_with_the_hint(capsys) -> None:
+    from pflrepro.cli import main
+
+    assert main(["other-config", "--root", str(ROOT), "--loaded", "config.yaml",
+                 "figures/demo_federico-accuracy.png"]) == 1
+    assert ("figures/demo_federico-accuracy.png belongs to config/demo.yaml, not to "
+            "config.yaml: add --profile profiles/demo") in capsys.readouterr().err

@@ -1,0 +1,41 @@
+# A file of another shipped config's experiment or table (a demo figure named without
+# the demo profile): instead of Snakemake's MissingRuleException, planning stops with
+# one line naming the config, and the profile, that make it (pflrepro.other_configs).
+# The rule matches only the paths of names the loaded config lacks; its input function
+# stops the planning, so its command (which prints the same line) never runs.
+
+import pflrepro.other_configs as OC
+
+OTHER_NAMES = OC.foreign_names(OC.shipped_configs(workflow.basedir),
+                               [*CFG.experiments, *CFG.tables])
+
+
+def loaded_config():
+    files = [os.path.relpath(str(f), workflow.basedir) for f in workflow.configfiles]
+    return files[-1] if files else "config.yaml"
+
+
+def other_config_hint(wildcards):
+    raise WorkflowError(OC.hint(wildcards.other_config_target, OTHER_NAMES,
+                                OC.profiles_of(workflow.basedir), loaded_config()))
+
+
+rule other_config_target:
+    localrule: True
+    input:
+        other_config_hint,
+    output:
+        "{other_config_target}",
+    wildcard_constraints:
+        other_config_target=OC.target_pattern(OTHER_NAMES),
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
+        root=workflow.basedir,
+        loaded=loaded_config(),
+    log:
+        OC.HINT_LOG,
+    shell:
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " other-config --root {params.root:q} --loaded {params.loaded:q}"
+        " {output:q} > {log:q} 2>&1"
