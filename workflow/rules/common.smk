@@ -53,7 +53,9 @@ wildcard_constraints:
 
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
-    return W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+    # FL (cost.smk): the paper grid's projected GPU-hours, at paper scale
+    return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
+            + FL.projection_targets(CFG))
 
 
 def run_spec(wildcards):

@@ -1,7 +1,10 @@
 # Compute cost: each experiment's training jobs (Snakemake benchmark records, devices and
 # training times from their logs) tabled per method, and the paper-scale grid of
 # config.yaml projected from the measured rates (pflrepro.reporting.cost says how, and
-# what such a projection cannot say).
+# what such a projection cannot say). The paper-scale grid's GPU-hours projected from
+# FLOPs counted per model instead (pflrepro.reporting.flops): grid_projection.
+
+import pflrepro.reporting.flops as FL
 
 
 rule cost_table:
@@ -32,3 +35,24 @@ rule cost_table:
         " --methods {params.methods:q} --project {input.paper:q}"
         " --md {output.md:q} --csv {output.csv:q} --projection-csv {output.projection:q}"
         " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1"
+
+
+rule grid_projection:
+    input:
+        # the paper-scale grid to project (config.yaml beside the Snakefile)
+        paper=os.path.join(workflow.basedir, "config.yaml"),
+    output:
+        md=FL.GRID_PROJECTION.format(ext="md"),
+        csv=FL.GRID_PROJECTION.format(ext="csv"),
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
+    log:
+        FL.GRID_PROJECTION_LOG,
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
+        " > {log:q} 2>&1"
