@@ -13,6 +13,7 @@ import pytest
 import yaml
 from _paper_smoke import (
     FEDDF_BUDGET,
+    MARK,
     OVERLAY,
     SMOKE_KEYS,
     merge,
@@ -51,8 +52,10 @@ def test_the_overlay_keeps_every_experiment_and_its_design() -> None:
     for name, exp in paper.items():
         new = merged["experiments"][name]
         assert _without(new, *SMOKE_KEYS) == _without(exp, *SMOKE_KEYS), name
-        assert [_without(p, "max_samples") for p in new["partitions"]] == \
-            [_without(p, "max_samples") for p in exp["partitions"]], name
+        assert [_without(p, "max_samples", "label") for p in new["partitions"]] == \
+            [_without(p, "max_samples", "label") for p in exp["partitions"]], name
+        assert all(MARK in p["label"] for p in new["partitions"]), name
+        assert MARK in new["label"] and MARK in new["description"], name
         assert _without(new["training"], "rounds") == _without(exp.get("training", {}),
                                                                "rounds"), name
         assert new["training"]["rounds"] <= 2
@@ -91,3 +94,11 @@ def test_a_mirror_with_other_bytes_than_the_overlays_checksum_is_refused(
         with pytest.raises(Exception, match="checksum|sha256|SHA-256"):
             prepare_dataset("mnist", tmp_path / "out", tmp_path / "raw", [f"{url}mnist/"],
                             wrong)
+
+
+def test_every_paper_table_caption_carries_the_mark() -> None:
+    merged = merge(RAW, overlay(RAW))
+    paper = set(paper_experiments(RAW))
+    for name, table in merged["tables"].items():
+        if set(table["experiments"]) <= paper:
+            assert MARK in table["caption"], name

@@ -53,7 +53,7 @@ FEDDF_BUDGET = {"server_steps": 20, "eval_every": 10, "patience": 10}
 #: Keys of an experiment that the overlay may set (everything else is config.yaml's).
 SMOKE_KEYS = {"training", "split_seeds", "train_seeds", "tune", "partitions", "public",
               "label", "description"}
-#: What every experiment label, description and table caption of the smoke grid carries.
+#: What every experiment and partition label, description and table caption carries.
 MARK = "[SMOKE TEST DATA, NOT A RESULT]"
 
 HEADER = """\
@@ -65,7 +65,7 @@ HEADER = """\
 # seeds (the first split and training seed), Fashion-MNIST's rows (max_samples), the public
 # set's size (100) and FedDF's server step budget (20 steps, scored every 10, patience 10).
 # Its tables, figures and claims are smoke-test output on generated data, not results:
-# every experiment label, description and table caption says so.
+# every experiment and partition label, description and table caption says so.
 """
 
 
@@ -84,9 +84,10 @@ def overlay(raw: dict[str, Any]) -> dict[str, Any]:
                                  "train_seeds": exp.get("train_seeds", [0])[:1]}
         if "tune" in exp:
             entry["tune"] = {"rounds": TUNE_ROUNDS}
-        if exp["dataset"] == "fashion_mnist":
-            entry["partitions"] = [{**p, "max_samples": FASHION_SAMPLES}
-                                   for p in exp["partitions"]]
+        rows = {"max_samples": FASHION_SAMPLES} if exp["dataset"] == "fashion_mnist" else {}
+        # partition labels head a table's columns: each carries the mark
+        entry["partitions"] = [{**p, **rows, "label": f"{p['label']} {MARK}"}
+                               for p in exp["partitions"]]
         if "public" in exp:
             entry["public"] = {"size": PUBLIC_SIZE}
         entry["label"] = f"{exp.get('label', name)} {MARK}"
