@@ -5,6 +5,8 @@ workflow runs (minutes on 2 cores). A test marked with a tier marker below runs 
 when the ``-m`` expression names that marker, and then the expression alone decides:
 ``pytest -m "cpu_scale or slurm or bench"`` runs exactly those three tiers, ``pytest -m slurm``
 the SLURM tier, ``pytest -m workflow`` the tiny workflow tests without the CPU scale.
+``pytest -m paper_smoke`` runs every paper-scale experiment on a smoke overlay and
+generated archives (tests/workflow/test_paper_smoke.py).
 ``.ci/run`` runs the default tier, then ``pytest -n0 -m "cpu_scale or slurm"`` (``bench``,
 speed ratios only, is opt-in).
 
@@ -30,7 +32,7 @@ torch.set_num_threads(1)
 
 TESTS = Path(__file__).resolve().parent
 #: Tier markers (registered in pyproject.toml): deselected unless ``-m`` names them.
-TIERS = ("cpu_scale", "slurm", "bench")
+TIERS = ("cpu_scale", "slurm", "bench", "paper_smoke")
 #: Characters of a name in a ``-m`` expression (as pytest's expression lexer reads them).
 _NAME = r"[\w:+\-.\[\]\\/]"
 

@@ -41,14 +41,6 @@ log = logging.getLogger("pflrepro")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _prepare(args: argparse.Namespace) -> None:
-    from pflrepro.data.datasets import prepare_dataset
-
-    meta = prepare_dataset(args.dataset, args.out, args.raw, args.mirror or None)
-    log.info("prepared %s: %d samples, %d classes, shape %s", meta.name, meta.size,
-             meta.num_classes, meta.shape)
-
-
 def _partition(args: argparse.Namespace) -> None:
     from pflrepro.data.jobs import make_partition
 
@@ -451,13 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "job's shell or the Snakemake running it ends (Linux)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--out", required=True, help="output directory (meta.json written last)")
-    p.add_argument("--raw", required=True, help="directory for raw downloads")
-    p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
-    p.set_defaults(func=_prepare)
+    from pflrepro.commands import add_subcommands as add_commands  # prepare, grid-projection
 
+    add_commands(sub)
     p = sub.add_parser("partition", help="partition a prepared data set among clients")
     p.add_argument("--data", required=True)
     p.add_argument("--dataset", required=True)

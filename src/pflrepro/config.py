@@ -22,6 +22,7 @@ import yaml
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.codedigest import code_digest
 from pflrepro.config_checks import ConfigError, boolean_text, located_check, schema_error
+from pflrepro.data.checksums import parse_checksums
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
 from pflrepro.models import check_model_options
@@ -66,12 +67,10 @@ METHOD_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*$"
 PARTITION_ID_MAX_LENGTH = 200
 #: Partition ids: scheme name and parameter values (``dirichlet-clients4-alpha0.5``).
 PARTITION_ID_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.+-]*$"
-#: Data mirrors (``data.mirrors``): an absolute directory ('/', or '~/' for the home
-#: directory) or an http(s):// or file:// URL, without characters a shell or a URL
-#: query would read (quotes, '$', '`', ';', '&', '|', '<', '>', parentheses, braces,
-#: brackets, '*', '?', '!', '#', '\\', control characters). Spaces are allowed: the
+#: Data mirrors (``data.mirrors``, at most this long): an absolute directory ('/', or
+#: '~/' for the home directory) or an http(s):// or file:// URL, without characters a
+#: shell or a URL query would read (NAME_RULES lists them). Spaces are allowed: the
 #: prepare rule passes each mirror as one quoted word.
-#: Longest mirror.
 MIRROR_MAX_LENGTH = 1024
 MIRROR_PATTERN = r"^(?:/|~/|https?://|file://)[^\x00-\x1f\x7f'\"$`;&|<>(){}\[\]*?!#\\]*$"
 
@@ -283,6 +282,7 @@ class WorkflowConfig:
     experiments: Mapping[str, ExperimentConfig]
     tables: Mapping[str, TableConfig] = dataclasses.field(default_factory=dict)
     scale: str = "paper"
+    checksums: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
     def runs(self, experiment: str, method: str | None = None) -> Iterator[RunKey]:
         """Every training job of ``experiment`` (of one method, if given)."""
@@ -561,13 +561,11 @@ def _check_projected_passes(exp: ExperimentConfig) -> None:
 def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     """Build a :class:`WorkflowConfig`; raise :class:`ConfigError` naming the bad key.
 
-    One function per section, in this order (a later section may refer to an earlier
-    one): ``data`` (:func:`_parse_data`), ``methods`` (:func:`_parse_methods`),
-    ``training`` and ``experiments`` (:func:`_parse_experiments`), ``allow_huge``
-    (:func:`_check_allow_huge`), ``tables`` (:func:`_parse_tables`) and ``scale``
-    (:func:`_parse_scale`).
+    One function per section, in this order (a later one may refer to an earlier one):
+    ``data``, ``methods``, ``training`` and ``experiments``, ``allow_huge``, ``tables``
+    and ``scale`` (``_parse_data`` ... ``_parse_scale``).
     """
-    mirrors = _parse_data(raw.get("data", {}) or {})
+    mirrors, checksums = _parse_data(raw.get("data", {}) or {})
     methods = _parse_methods(raw.get("methods") or {})
     experiments = _parse_experiments(raw.get("experiments") or {},
                                      raw.get("training", {}) or {}, methods)
@@ -575,22 +573,24 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     tables = _parse_tables(raw.get("tables") or {}, experiments)
     scale = _parse_scale(raw.get("scale", "paper"), experiments)
     return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
-                          tables=tables, scale=scale)
+                          tables=tables, scale=scale, checksums=checksums)
 
 
-def _parse_data(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """The ``data`` section: each data set's mirrors."""
+def _parse_data(data: Mapping[str, Any]) -> tuple[dict[str, tuple[str, ...]], dict]:
+    """The ``data`` section: each data set's mirrors and the checksums of its own files."""
     mirrors = {}
     for name, urls in (data.get("mirrors", {}) or {}).items():
-        if name not in DATASETS:
-            raise ConfigError(f"data.mirrors.{name}: unknown data set; known: {sorted(DATASETS)}")
-        if not isinstance(urls, list | tuple):
-            raise ConfigError(f"data.mirrors.{name}: must be a list of mirrors, got "
-                              f"{_short(urls)}")
+        if name not in DATASETS or not isinstance(urls, list | tuple):
+            raise ConfigError(f"data.mirrors.{name}: " + (f"must be a list of mirrors, got "
+                              f"{_short(urls)}" if name in DATASETS else
+                              f"unknown data set; known: {sorted(DATASETS)}"))
         mirrors[name] = tuple(check_name(url, f"data.mirrors.{name}[{i}]", MIRROR_PATTERN,
                                          MIRROR_MAX_LENGTH, what="mirror")
                               for i, url in enumerate(urls))
-    return mirrors
+    try:
+        return mirrors, parse_checksums(data.get("checksums") or {})
+    except ValueError as err:  # a bad data.checksums entry, named by the message
+        raise ConfigError(str(err)) from None
 
 
 def _parse_methods(section: Mapping[str, Any]) -> dict[str, MethodConfig]:

@@ -35,6 +35,7 @@ from pflrepro.config import (
     TABLE_METRICS,
     TRAINING_MAXIMA,
 )
+from pflrepro.data.checksums import SHA256_PATTERN
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS, schema_properties
 from pflrepro.training import POSITIVE_FIELDS, TRAINING_DOCS, TrainingConfig
@@ -321,6 +322,17 @@ def build_schema() -> dict[str, Any]:
                             "items": {"type": "string", "pattern": MIRROR_PATTERN,
                                       "maxLength": MIRROR_MAX_LENGTH}},
                     },
+                    "checksums": {
+                        "type": "object",
+                        "description": "Per data set, the SHA-256 of each raw file (by its "
+                                       "file name) that replaces the built-in one: for a copy "
+                                       "whose bytes differ from the official archive (a "
+                                       "re-packed mirror, generated test archives).",
+                        "propertyNames": {"enum": sorted(DATASETS)},
+                        "additionalProperties": {
+                            "type": "object",
+                            "additionalProperties": {"type": "string",
+                                                     "pattern": SHA256_PATTERN}}},
                 },
             },
             "allow_huge": {"type": "boolean", "default": False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pflrepro import results as R
 from pflrepro.algorithms.registry import INFOS
 from pflrepro.codedigest import partition_code_digest
 from pflrepro.config import RunKey, WorkflowConfig, canonical_json
+from pflrepro.data.checksums import checksum_args
 from pflrepro.data.datasets import DATASETS
 from pflrepro.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
 from pflrepro.reporting.figures.kinds import (
@@ -176,8 +178,6 @@ def plot_options(cfg: WorkflowConfig, wildcards: Any, kind: str) -> str:
     ``--method``/``--client`` from the wildcards, ``--methods`` the legend order,
     ``--names`` the architectures.
     """
-    import shlex
-
     out: list[str] = []
     for option in rule_options(figure_kind(kind)):
         if option == "methods":
@@ -608,10 +608,9 @@ def public_exclude_arg(source: str, dataset: str, partition: str) -> str:
 
 
 def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:
-    """``--mirror URL`` arguments for a data set's configured mirrors (shell-quoted)."""
-    import shlex
-
-    return " ".join(f"--mirror {shlex.quote(m)}" for m in cfg.mirrors.get(dataset, ()))
+    """``--mirror URL`` and ``--checksum FILE=SHA256`` arguments of a data set (quoted)."""
+    words = [w for m in cfg.mirrors.get(dataset, ()) for w in ("--mirror", m)]
+    return shlex.join(words + checksum_args(cfg.checksums.get(dataset, {})))
 
 
 def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
@@ -659,8 +658,6 @@ def cost_args(cfg: WorkflowConfig, experiment: str,
     inputs, since Snakemake tracks neither as an output. Runs trained by one job
     (``batches``: :func:`train_batches`) share its benchmark record.
     """
-    import shlex
-
     training = canonical_json(cfg.experiments[experiment].training.to_dict())
     return " ".join(["--benchmarks", *_benchmark_paths(cfg, experiment, batches),
                      "--logs", *_job_paths(cfg, experiment, TRAIN_LOG),

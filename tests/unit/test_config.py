@@ -110,6 +110,8 @@ def test_code_digest_differs_by_algorithm_and_includes_bases() -> None:
     (("experiments", "tiny", "training"), {"rounds": 0}, "rounds"),
     (("experiments", "tiny", "training"), {"colour": 1}, "colour"),
     (("data",), {"mirrors": {"imagenet": ["x"]}}, "data.mirrors.imagenet"),
+    (("data",), {"mirrors": {"mnist": "/x"}}, "data.mirrors.mnist: must be a list"),
+    (("data",), {"checksums": {"mnist": {"x.gz": "ab" * 32}}}, "data.checksums.mnist.x.gz"),
 ])
 def test_errors_name_the_key(path: tuple[str, ...], value: object, message: str) -> None:
     raw = copy.deepcopy(TINY)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _source_helpers import tiny_mnist_mirror
 
 from pflrepro.data import datasets
 from pflrepro.data.datasets import DATASETS, DatasetSource
@@ -58,3 +59,35 @@ def test_a_name_registered_twice_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     datasets.register_dataset(source)
     with pytest.raises(ValueError, match="'twice' registered twice"):
         datasets.register_dataset(source)
+
+
+def test_the_configs_own_checksums_verify_a_copy_the_official_ones_refuse(
+        tmp_path: Path) -> None:
+    from pflrepro.data.download import ChecksumError, DownloadError
+
+    sums = tiny_mnist_mirror(tmp_path / "mirror")
+    with pytest.raises((ChecksumError, DownloadError)):
+        datasets.prepare_dataset("mnist", tmp_path / "a", tmp_path / "raw_a",
+                                 [str(tmp_path / "mirror")])
+    meta = datasets.prepare_dataset("mnist", tmp_path / "b", tmp_path / "raw_b",
+                                    [str(tmp_path / "mirror")], checksums=sums)
+    assert meta.size == 6 and meta.num_classes == 10
+    wrong = {**sums, DATASETS["mnist"].files[0].name: "0" * 64}
+    with pytest.raises((ChecksumError, DownloadError)):
+        datasets.prepare_dataset("mnist", tmp_path / "c", tmp_path / "raw_c",
+                                 [str(tmp_path / "mirror")], checksums=wrong)
+
+
+def test_with_checksums_replaces_only_the_named_files_and_refuses_unknown_names() -> None:
+    source = DATASETS["mnist"]
+    name = source.files[1].name
+    files = datasets.with_checksums(source, {name: "a" * 64})
+    assert files[1].sha256 == "a" * 64 and files[1].size is None
+    assert files[0] == source.files[0]
+    with pytest.raises(ValueError, match="unknown file"):
+        datasets.with_checksums(source, {"nope.gz": "a" * 64})
+
+
+def test_every_downloading_source_lists_its_files() -> None:
+    for name, source in DATASETS.items():
+        assert bool(source.files) == (name != "digits"), name

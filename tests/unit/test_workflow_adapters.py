@@ -282,3 +282,15 @@ def test_rate_limiter_is_dropped_in_a_real_local_snakemake_run(tmp_path: Path) -
     assert proc.returncode == 0, out
     assert "limiter dropped: True None" in out, out
     assert (tmp_path / "done").exists()
+
+
+def test_mirror_args_pass_mirrors_and_the_configs_own_checksums() -> None:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    name = "train-labels-idx1-ubyte.gz"
+    raw["data"] = {"mirrors": {"mnist": ["http://127.0.0.1:1/m n/"]},
+                   "checksums": {"mnist": {name: "AB" * 32}}}
+    cfg = parse(raw)
+    assert cfg.checksums == {"mnist": {name: "ab" * 32}}
+    assert W.mirror_args(cfg, "mnist") == (f"--mirror 'http://127.0.0.1:1/m n/' "
+                                           f"--checksum {name}={'ab' * 32}")
+    assert W.mirror_args(cfg, "cifar10") == ""

@@ -67,8 +67,10 @@ wildcard_constraints:
 
 def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
+    # FL (cost.smk): the paper grid's GPU-hours projected from counted FLOPs, at paper scale
     return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
-            + prepared_arrays(CFG, W.chosen_experiments(CFG)) + cost_projection_targets())
+            + prepared_arrays(CFG, W.chosen_experiments(CFG)) + cost_projection_targets()
+            + FL.projection_targets(CFG))
 
 
 def cost_projection_inputs(wildcards):

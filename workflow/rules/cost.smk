@@ -2,7 +2,10 @@
 # training times from their logs) tabled per method; then one projection of config.yaml's
 # paper-scale grid from all those measured tables (pflrepro.reporting.cost says how, and
 # what such a projection cannot say; pflrepro.reporting.cost_projection how the rates of
-# several experiments combine).
+# several experiments combine). At paper scale, the grid's GPU-hours projected from FLOPs
+# counted per model instead (pflrepro.reporting.flops): grid_projection.
+
+import pflrepro.reporting.flops as FL
 
 
 rule cost_table:
@@ -53,3 +56,24 @@ rule cost_projection:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
         " --project {input.paper:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+
+
+rule grid_projection:
+    input:
+        # the paper-scale grid to project (config.yaml beside the Snakefile)
+        paper=os.path.join(workflow.basedir, "config.yaml"),
+    output:
+        md=FL.GRID_PROJECTION.format(ext="md"),
+        csv=FL.GRID_PROJECTION.format(ext="csv"),
+    params:
+        python=PFLREPRO_PYTHON,
+        source=PFLREPRO_SRC,
+    log:
+        FL.GRID_PROJECTION_LOG,
+    localrule: True
+    conda:
+        ENV
+    shell:
+        "{params.python:q} -m pflrepro --require-source {params.source:q}"
+        " grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
+        " > {log:q} 2>&1"

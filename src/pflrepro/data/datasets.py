@@ -15,9 +15,10 @@ The sources import this module, never the reverse.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pflrepro.data.download import RemoteFile
 from pflrepro.data.store import DatasetMeta
 from pflrepro.scan import ScannedRegistry
 
@@ -37,6 +38,9 @@ class DatasetSource:
     #: and leaves data sets without them to the partition job.
     num_samples: int | None = None
     num_classes: int | None = None
+    #: The raw files ``prepare`` fetches (its ``files=`` keyword's default); a config's
+    #: ``data.checksums`` replaces their SHA-256 (:func:`with_checksums`).
+    files: tuple[RemoteFile, ...] = ()
 
 
 #: The package whose every module is a data set (imported on the first read of
@@ -59,17 +63,38 @@ def register_dataset(source: DatasetSource) -> DatasetSource:
     return source
 
 
+def with_checksums(source: DatasetSource,
+                   checksums: Mapping[str, str]) -> tuple[RemoteFile, ...]:
+    """``source.files`` with the SHA-256 of each file named in ``checksums`` replaced.
+
+    A replaced file is checked against that hash alone (its published size and
+    decompressed-content hash belong to the official file): a mirror of other bytes, a
+    user's own copy or generated test archives, is verified as strictly as the original.
+    """
+    unknown = sorted(set(checksums) - {f.name for f in source.files})
+    if unknown:
+        raise ValueError(f"data.checksums.{source.name}: unknown file(s) {unknown}; "
+                         f"{source.name}'s files: {[f.name for f in source.files]}")
+    return tuple(replace(f, sha256=checksums[f.name], size=None, content_sha256=None)
+                 if f.name in checksums else f for f in source.files)
+
+
 def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
-                    mirrors: Sequence[str] | None = None) -> DatasetMeta:
-    """Prepare data set ``name`` into ``out_dir`` (raw files cached in ``raw_dir``)."""
+                    mirrors: Sequence[str] | None = None,
+                    checksums: Mapping[str, str] | None = None) -> DatasetMeta:
+    """Prepare data set ``name`` into ``out_dir`` (raw files cached in ``raw_dir``).
+
+    ``checksums`` (file name -> SHA-256) replaces the hashes of the source's files.
+    """
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; known: {sorted(DATASETS)}")
     from pflrepro.data.download import DownloadError
 
     source = DATASETS[name]
     chosen = tuple(mirrors) if mirrors else source.default_mirrors
+    files = {"files": with_checksums(source, checksums)} if checksums else {}
     try:
-        return source.prepare(Path(out_dir), Path(raw_dir), chosen)
+        return source.prepare(Path(out_dir), Path(raw_dir), chosen, **files)
     except DownloadError as err:
         if type(err) is not DownloadError:  # checksum, damaged archive: they say their fix
             raise

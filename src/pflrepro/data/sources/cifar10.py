@@ -50,4 +50,5 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=CIFAR_MIRRORS,
     num_samples=60_000,
     num_classes=10,
+    files=CIFAR10_FILES,
 ))

@@ -46,4 +46,5 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=CIFAR_MIRRORS,
     num_samples=60_000,
     num_classes=100,
+    files=CIFAR100_FILES,
 ))

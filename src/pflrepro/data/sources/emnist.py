@@ -80,4 +80,5 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=EMNIST_MIRRORS,
     num_samples=131_600,
     num_classes=47,
+    files=EMNIST_FILES,
 ))

@@ -58,4 +58,5 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=FASHION_MNIST_MIRRORS,
     num_samples=70_000,
     num_classes=10,
+    files=FASHION_MNIST_FILES,
 ))

@@ -89,4 +89,5 @@ SOURCE = register_dataset(DatasetSource(
                 "archive built with LEAF and placed by hand (writer.npy).",
     prepare=prepare_femnist,
     num_classes=FEMNIST_NUM_CLASSES,
+    files=FEMNIST_FILES,
 ))

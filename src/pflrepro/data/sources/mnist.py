@@ -54,4 +54,5 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=MNIST_MIRRORS,
     num_samples=70_000,
     num_classes=10,
+    files=MNIST_FILES,
 ))

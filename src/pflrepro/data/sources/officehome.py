@@ -114,4 +114,5 @@ SOURCE = register_dataset(DatasetSource(
                 "(domain.npy).",
     prepare=prepare_officehome,
     num_classes=OFFICEHOME_NUM_CLASSES,
+    files=OFFICEHOME_FILES,
 ))

@@ -1,0 +1,35 @@
+"""The CLI subcommands of pflrepro.commands: prepare (with --checksum), grid-projection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from _source_helpers import tiny_mnist_mirror
+
+from pflrepro.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_prepare_takes_the_checksums_of_a_copy(tmp_path: Path) -> None:
+    sums = tiny_mnist_mirror(tmp_path / "mirror")
+    base = ["prepare", "--dataset", "mnist", "--raw", str(tmp_path / "raw"),
+            "--mirror", str(tmp_path / "mirror")]
+    assert main([*base, "--out", str(tmp_path / "refused")]) == 1  # the official hashes
+    words = [w for name, sha in sums.items() for w in ("--checksum", f"{name}={sha}")]
+    assert main([*base, "--out", str(tmp_path / "out"), *words]) == 0
+    assert (tmp_path / "out" / "meta.json").is_file()
+
+
+def test_grid_projection_writes_both_tables(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    config.write_text(yaml.safe_dump(raw))
+    md, csv = tmp_path / "p.md", tmp_path / "p.csv"
+    assert main(["grid-projection", "--config", str(config), "--md", str(md), "--csv",
+                 str(csv), "--peak-tflops", "10", "--utilisation", "0.5"]) == 0
+    table = pd.read_csv(csv)
+    assert (table["peak_tflops"] == 10).all() and (table["utilisation"] == 0.5).all()
+    assert "PROJECTED" in md.read_text()
