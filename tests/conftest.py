@@ -1,14 +1,17 @@
 """Test-wide settings: tiers, imports of the helper modules, one torch thread.
 
-Tiers. Plain ``pytest`` runs the default tier: the unit tests and the tiny end-to-end
-workflow runs (minutes on 2 cores). A test marked with a tier marker below runs only
-when the ``-m`` expression names that marker, and then the expression alone decides:
-``pytest -m "cpu_scale or slurm or bench"`` runs exactly those three tiers, ``pytest -m slurm``
-the SLURM tier, ``pytest -m workflow`` the tiny workflow tests without the CPU scale.
-``pytest -m paper_smoke`` runs every paper-scale experiment on a smoke overlay and
-generated archives (tests/workflow/test_paper_smoke.py).
-``.ci/run`` runs the default tier, then ``pytest -n0 -m "cpu_scale or slurm"`` (``bench``,
-speed ratios only, is opt-in).
+Tiers. Plain ``pytest`` runs the default tier: the unit tests and one tiny end-to-end
+workflow build with the checks that read it (minutes on 2 cores); a new test lands there
+unless it is marked. A test marked with a tier marker below runs only when the ``-m``
+expression names that marker, and then the expression alone decides:
+``pytest -m workflow_full`` runs the further end-to-end Snakemake runs (each builds its
+own tiny project: tuning, reports, batched jobs, locks, damaged files, killed runs),
+``pytest -m "cpu_scale or slurm or bench"`` runs exactly those three tiers, ``pytest -m
+slurm`` the SLURM tier, ``pytest -m workflow`` the default tier's workflow tests (the
+``workflow`` marker is no tier), ``pytest -m paper_smoke`` every paper-scale experiment
+on a smoke overlay and generated archives (tests/workflow/test_paper_smoke.py).
+``.ci/run`` runs the default tier, then ``pytest -m workflow_full``, then ``pytest -n0 -m
+"cpu_scale or slurm"`` (``bench``, speed ratios only, and ``paper_smoke`` are opt-in).
 
 Imports. ``pyproject.toml`` sets ``--import-mode=importlib``: pytest imports each test
 file under a name made from its path (``tests.unit.test_report``,
@@ -32,7 +35,7 @@ torch.set_num_threads(1)
 
 TESTS = Path(__file__).resolve().parent
 #: Tier markers (registered in pyproject.toml): deselected unless ``-m`` names them.
-TIERS = ("cpu_scale", "slurm", "bench", "paper_smoke")
+TIERS = ("cpu_scale", "slurm", "bench", "workflow_full", "paper_smoke")
 #: Characters of a name in a ``-m`` expression (as pytest's expression lexer reads them).
 _NAME = r"[\w:+\-.\[\]\\/]"
 
@@ -68,7 +71,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     if not left:
         return "tiers: every tier is named by -m"
     return (f"tiers: {', '.join(left)} deselected (not named by -m); "
-            'the full tier: pytest -m "cpu_scale or slurm or bench"')
+            'the full tier: pytest -m "workflow_full or cpu_scale or slurm or bench"')
 
 
 _DESELECTED = pytest.StashKey[int]()
@@ -93,4 +96,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if dropped:
         terminalreporter.write_line(
             f"{dropped} tests of the {' / '.join(TIERS)} tiers deselected; "
-            'run them with: pytest -m "cpu_scale or slurm or bench"')
+            'run them with: pytest -m "workflow_full or cpu_scale or slurm or bench"')

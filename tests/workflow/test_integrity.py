@@ -5,6 +5,9 @@ it as input failed in Snakemake's own input check ("Missing files after 5 second
 which aborts the whole scheduler: no ``onerror``, no partial table. Now the damaged
 file stays, dated 1970 (1 s): every job reading it fails naming it, the others finish, the
 partial table is written, and the next Snakemake rebuilds the partition.
+
+Tier ``workflow_full`` (``pytest -m workflow_full``; ``.ci/run`` runs it, plain ``pytest``
+deselects it): this file builds tiny projects of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from _wf import TINY, new_workdir, planned_jobs, snakemake
 
 from pflrepro.io import DAMAGED_MTIME
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.workflow_full]
 
 
 def test_damaged_partition_under_keep_going_leaves_a_partial_table(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 The resumed run must write a Parquet file byte-identical to an uninterrupted run.
 The kill waits for the first periodic checkpoint, then a seeded random delay, so
 every trial interrupts a run in progress at a different round.
+The default tier runs one trial per signal; the other trials and the job of two
+runs are in the ``workflow_full`` tier (``pytest -m workflow_full``; ``.ci/run`` runs it).
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def reference(inputs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactor
     return out.read_bytes()
 
 
-@pytest.mark.parametrize("trial", range(3))
+# trial 0 of each signal in the default tier, the other delays in workflow_full
+@pytest.mark.parametrize("trial", [0, *(pytest.param(t, marks=pytest.mark.workflow_full)
+                                        for t in (1, 2))])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_run_resumes_to_identical_results(inputs: tuple[Path, Path], reference: bytes,
                                                  tmp_path: Path, sig: signal.Signals,
@@ -88,6 +92,7 @@ def test_killed_run_resumes_to_identical_results(inputs: tuple[Path, Path], refe
     assert not ckpt.exists()  # removed once the results are written
 
 
+@pytest.mark.workflow_full
 def test_a_job_of_several_runs_stopped_in_its_second_resumes_both(
         inputs: tuple[Path, Path], reference: bytes, tmp_path: Path) -> None:
     # issue 28, item 2: SIGTERM while the second of two runs trains. The first run's

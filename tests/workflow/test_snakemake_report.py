@@ -2,6 +2,9 @@
 
 A tiny CPU-scale config whose experiment has a name of config/paper_numbers.csv
 (FedeRiCo Table 1's digits analogue), so the run also builds a paper-vs-ours table.
+
+Tier ``workflow_full`` (``pytest -m workflow_full``; ``.ci/run`` runs it, plain ``pytest``
+deselects it): this file builds tiny projects of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 import yaml
 from _wf import TINY, new_workdir, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.workflow_full]
 
 EXPERIMENT = "federico_table1_cpu_digits"
 

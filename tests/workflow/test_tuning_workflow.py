@@ -3,6 +3,9 @@
 A tiny FedAMP grid on digits: the tuning runs, the selection, and the final runs that
 read it. A changed grid reruns the tuning and then only the final runs whose selected
 value changed; a changed tuning budget that selects the same value reruns no final run.
+
+Tier ``workflow_full`` (``pytest -m workflow_full``; ``.ci/run`` runs it, plain ``pytest``
+deselects it): this file builds tiny projects of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import pandas as pd
 import pytest
 from _wf import new_workdir, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.workflow_full]
 
 PART = ("practical-clients4-test_fraction0.2-max_samples400-groups2-dominant_share0.8-"
         "samples_per_client0")

@@ -5,6 +5,10 @@ changes (stale-only recompute), determinism and damaged outputs. The tests that 
 build (single-figure targets, config errors, ...) are in test_workflow_fresh.py. The
 package source is copied into the temporary directory and put first on PYTHONPATH, so a
 test can edit an algorithm's file without touching the repository.
+
+The tests that change the build beyond a dry run or one training job (a batched
+second build, the lock held by a forced retraining, a damaged partition rebuilt) are in
+the ``workflow_full`` tier: ``pytest -m workflow_full`` (``.ci/run`` runs it).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def test_outputs_exist(built: Path) -> None:
 
 
 
+@pytest.mark.workflow_full
 def test_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(built: Path,
                                                                  tmp_path: Path) -> None:
     # issue 28, item 2: runs_per_job 'all' trains both seeds of a method on a partition
@@ -159,6 +164,7 @@ def test_same_seed_gives_identical_parquet(built: Path) -> None:
     assert (built / target).read_bytes() == first
 
 
+@pytest.mark.workflow_full
 def test_a_second_snakemake_on_a_running_directory_is_refused(built: Path) -> None:
     # the fault campaign: two runs at once on one results directory. Snakemake's lock
     # refuses the second before it plans a job; the first finishes, its output unchanged.
@@ -232,6 +238,7 @@ def test_truncated_run_is_named_set_aside_and_rebuilt(built: Path) -> None:
     assert "rerun snakemake" in out, out
 
 
+@pytest.mark.workflow_full
 def test_truncated_partition_is_named_set_aside_and_rebuilt(built: Path) -> None:
     # item 5: every job reading it failed, and the next run did not write it again
     partition = sorted((built / "results/partitions/digits").rglob("split0.parquet"))[0]

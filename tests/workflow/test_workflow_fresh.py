@@ -2,7 +2,8 @@
 
 The tests of tests/workflow/test_workflow.py that do not read its one module-scoped
 build: a single figure as the target, config and YAML errors stopping before any job,
-another clone's package refused, and a `--keep-going` build's partial table. Apart
+another clone's package refused, and a `--keep-going` build's partial table (a
+build of its own: the ``workflow_full`` tier, ``pytest -m workflow_full``). Apart
 from that module so that pytest-xdist (one test file per worker) runs them beside its
 build.
 """
@@ -22,6 +23,11 @@ TINY = Path(__file__).with_name("config.yaml")
 RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
 
 pytestmark = pytest.mark.workflow
+#: The config errors whose messages tests/unit/test_config_errors.py also checks through
+#: pflrepro.config.check: their end-to-end runs are in the workflow_full tier; the
+#: default tier runs one of each kind (a schema error, an unknown algorithm, an unknown
+#: method, a model option, a duplicate).
+FULL = pytest.mark.workflow_full
 
 
 def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
@@ -38,26 +44,32 @@ def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda c: c.update(colour="blue"), "colour"),
-    (lambda c: c["training"].update(rounds="ten"), "ten"),
-    (lambda c: c["training"].update(learning_rate=0.1), "learning_rate"),
+    pytest.param(lambda c: c["training"].update(rounds="ten"), "ten", marks=FULL),
+    pytest.param(lambda c: c["training"].update(learning_rate=0.1), "learning_rate",
+                 marks=FULL),
     (lambda c: c["methods"].update(magic={"algorithm": "magic"}), "magic"),
-    (lambda c: c["methods"]["federico"].update(epsilon=2.0), "epsilon"),
-    (lambda c: c["methods"]["federico"].update(gamma=1.0), "gamma"),
+    pytest.param(lambda c: c["methods"]["federico"].update(epsilon=2.0), "epsilon",
+                 marks=FULL),
+    pytest.param(lambda c: c["methods"]["federico"].update(gamma=1.0), "gamma", marks=FULL),
     (lambda c: c["experiments"]["tiny"].update(methods=["local", "fedsgd"]), "fedsgd"),
-    (lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet"),
-    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20), "groups"),
+    pytest.param(lambda c: c["experiments"]["tiny"].update(dataset="imagenet"), "imagenet",
+                 marks=FULL),
+    pytest.param(lambda c: c["experiments"]["tiny"]["partitions"][0].update(groups=20),
+                 "groups", marks=FULL),
     (lambda c: c.update(colour="blue"),
      "unknown key 'colour' at config top level; known: allow_huge, data, experiments"),
     (lambda c: c["training"]["model_options"].update(hidden="abc"),
      "training.model_options.hidden (model 'mlp')"),
-    (lambda c: c["training"].update(lr=float("inf")), "training.lr: must be a finite number"),
+    pytest.param(lambda c: c["training"].update(lr=float("inf")),
+                 "training.lr: must be a finite number", marks=FULL),
     (lambda c: c["experiments"]["tiny"].update(methods=["fedavg", "fedavg"]),
      "experiments.tiny.methods: 'fedavg' is listed twice"),
-    (lambda c: c["experiments"]["tiny"].update(train_seeds=[0, 0]),
-     "experiments.tiny.train_seeds: 0 is listed twice"),
-    (lambda c: c.update(scale="cpu"), "scale: no experiment has scale 'cpu'"),
-    (lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
-     "experiments.tiny.partitions[0].max_samples"),
+    pytest.param(lambda c: c["experiments"]["tiny"].update(train_seeds=[0, 0]),
+                 "experiments.tiny.train_seeds: 0 is listed twice", marks=FULL),
+    pytest.param(lambda c: c.update(scale="cpu"), "scale: no experiment has scale 'cpu'",
+                 marks=FULL),
+    pytest.param(lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
+                 "experiments.tiny.partitions[0].max_samples", marks=FULL),
 ])
 def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
     config = yaml.safe_load(TINY.read_text())
@@ -117,6 +129,7 @@ def test_yaml_error_in_config_yaml_names_file_and_line(tmp_path: Path, text: str
     assert len(out) < 2000, out
 
 
+@pytest.mark.workflow_full
 def test_keep_going_writes_a_partial_table_from_the_runs_that_finished(tmp_path: Path) -> None:
     """A method whose jobs fail (PerFed-CKT with more clusters than clients, refused when
     its run starts): --keep-going finishes the others, and the failed workflow leaves a
