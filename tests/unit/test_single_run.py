@@ -82,10 +82,13 @@ def test_list_shows_every_method_data_set_and_scheme(capsys: pytest.CaptureFixtu
     assert main(["list"]) == 0
     text = capsys.readouterr().out
     for name in [*INFOS, *DATASETS, *PARTITIONERS]:
-        assert f"## {name}\n" in text or f"- {name} (" in text, name
-    assert "  - lam: float, default 1e-07 (>= 0.0)." in text  # FedAMP's λ, its doc after
-    assert "  - groups: default (required)." in text
+        assert f"- {name}: " in text or f"- {name} (" in text, name
     assert "- digits (1797 samples, 10 classes)" in text
+    # the details are behind the subcommands: each hyperparameter with its doc after
+    assert main(["list", "methods"]) == 0
+    assert "  - lam: float, default 1e-07 (>= 0.0)." in capsys.readouterr().out  # FedAMP's λ
+    assert main(["list", "partitions"]) == 0
+    assert "  - groups: default (required)." in capsys.readouterr().out
     assert main(["list", "datasets"]) == 0
     assert "## " not in capsys.readouterr().out
 

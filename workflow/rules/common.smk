@@ -11,6 +11,7 @@ import warnings
 import pflrepro.workflow as W
 import pflrepro.tuning_jobs as TJ
 import pflrepro.config as C
+import pflrepro.other_configs as OC
 from pflrepro.config_checks import located, refuse_periodic_names
 from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
@@ -436,3 +437,19 @@ def batch_function(pairs, what):
 
 def batch_runtime(pairs):
     return lambda wildcards: W.train_resource(CFG, wildcards, "runtime") * len(pairs)
+
+
+# A file of another shipped config named (hints.smk): the names the loaded config lacks,
+# and the input function that stops planning with the one-line hint.
+OTHER_NAMES = OC.foreign_names(OC.shipped_configs(workflow.basedir),
+                               [*CFG.experiments, *CFG.tables])
+
+
+def loaded_config():
+    files = [os.path.relpath(str(f), workflow.basedir) for f in workflow.configfiles]
+    return files[-1] if files else "config.yaml"
+
+
+def other_config_hint(wildcards):
+    raise WorkflowError(OC.hint(wildcards.other_config_target, OTHER_NAMES,
+                                OC.profiles_of(workflow.basedir), loaded_config()))

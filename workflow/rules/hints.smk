@@ -2,23 +2,8 @@
 # the demo profile): instead of Snakemake's MissingRuleException, planning stops with
 # one line naming the config, and the profile, that make it (pflrepro.other_configs).
 # The rule matches only the paths of names the loaded config lacks; its input function
-# stops the planning, so its command (which prints the same line) never runs.
-
-import pflrepro.other_configs as OC
-
-OTHER_NAMES = OC.foreign_names(OC.shipped_configs(workflow.basedir),
-                               [*CFG.experiments, *CFG.tables])
-
-
-def loaded_config():
-    files = [os.path.relpath(str(f), workflow.basedir) for f in workflow.configfiles]
-    return files[-1] if files else "config.yaml"
-
-
-def other_config_hint(wildcards):
-    raise WorkflowError(OC.hint(wildcards.other_config_target, OTHER_NAMES,
-                                OC.profiles_of(workflow.basedir), loaded_config()))
-
+# stops the planning, so its command (which prints the same line) never runs. Its input
+# function and names: common.smk (other_config_hint, OTHER_NAMES).
 
 rule other_config_target:
     localrule: True
@@ -35,6 +20,8 @@ rule other_config_target:
         loaded=loaded_config(),
     log:
         OC.HINT_LOG,
+    conda:
+        ENV
     shell:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " other-config --root {params.root:q} --loaded {params.loaded:q}"
