@@ -129,7 +129,8 @@ def _assert_only_federico_reruns(proc: subprocess.CompletedProcess) -> None:
     assert not {"prepare_data", "partition"} & set(rules), rules
     assert set(rules) <= {"train", "aggregate_method", "aggregate_experiment", "table",
                           "communication_table", "cost_table", "cost_projection",
-                          "grid_projection", "report_table", "plot_accuracy", "plot_weights", "all"}, rules
+                          "grid_projection", "report_table", "plot_accuracy", "plot_weights",
+                          "all"}, rules
     assert not {"partition_stats", "plot_partition"} & set(rules), rules
 
 
