@@ -24,6 +24,7 @@ from pflrepro.config import RunKey, WorkflowConfig, canonical_json
 from pflrepro.data.checksums import checksum_args
 from pflrepro.data.datasets import DATASETS
 from pflrepro.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
+from pflrepro.reporting.cost_projection import COST_PROJECTION as COST_PROJECTION
 from pflrepro.reporting.figures.kinds import (
     FigureKind,
     figure_kind,
@@ -81,7 +82,6 @@ COMMUNICATION_TABLE = "results/tables/{experiment}-communication.{ext}"
 #: An experiment's compute-cost table (``pflrepro.reporting.cost``; ``kind``: ``cost``), and
 #: one projection of the paper-scale grid from them all (``reporting.cost_projection``).
 COST_TABLE = "results/tables/{experiment}-{kind}.{ext}"
-COST_PROJECTION = "results/tables/cost-projection.{ext}"
 #: A combined table of the config's ``tables`` (the ``table`` wildcard).
 COMBINED_TABLE = pattern(TABLE, experiment="{table}")
 #: An experiment's figure; ``kind`` is the ``file`` its figure kind declares
@@ -704,11 +704,15 @@ def paper_table_inputs(cfg: WorkflowConfig, cells: Sequence[PaperCell], name: st
 
 
 def report_targets(cfg: WorkflowConfig, claims: Sequence[Claim],
-                   cells: Sequence[PaperCell]) -> list[str]:
-    """The paper-vs-ours tables and the HTML page of every Markdown table of ``all``."""
+                   cells: Sequence[PaperCell], extra: Sequence[str] = ()) -> list[str]:
+    """The paper-vs-ours tables and the HTML page of every Markdown table of ``all``.
+
+    ``extra``: further targets of ``all`` whose Markdown tables get a page too (the
+    paper grid's projections, which the workflow's rule files add to ``all``).
+    """
     names = paper_tables(cfg, cells)
     out = [PAPER_TABLE.format(paper_table=n, ext=ext) for n in names for ext in ("md", "csv")]
-    tables = [m.group(1) for t in all_targets(cfg, claims) + out
+    tables = [m.group(1) for t in [*all_targets(cfg, claims), *out, *extra]
               if (m := _TABLE_MD.match(t))]
     return out + [REPORT_TABLE.format(name=t) for t in dict.fromkeys(tables)]
 

@@ -16,6 +16,7 @@ from pflrepro.config_checks import located, refuse_periodic_names
 from pflrepro.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
+import pflrepro.reporting.flops as FL
 from pflrepro.reporting.names import method_name
 from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
@@ -217,15 +218,17 @@ except PaperNumbersError as err:
     raise WorkflowError(f"Invalid paper numbers file: {err}") from None
 PAPER_TABLES = W.paper_tables(CFG, PAPER_CELLS)
 
+def report_targets():
+    # the grid's projections (cost.smk) get report pages beside every table of `all`
+    return W.report_targets(CFG, CLAIMS, PAPER_CELLS,
+                            cost_projection_targets() + FL.projection_targets(CFG))
+
+
 # The report's captions: the templates read them as snakemake.config[RP.CAPTIONS_KEY]
 # (written after the config was checked; jobs never see it).
 config[RP.CAPTIONS_KEY] = RP.report_captions(
     CFG, CLAIMS, PAPER_CELLS, paper_tables=PAPER_TABLES,
-    table_names=W.report_table_names(W.report_targets(CFG, CLAIMS, PAPER_CELLS)))
-
-
-def report_targets():
-    return W.report_targets(CFG, CLAIMS, PAPER_CELLS)
+    table_names=W.report_table_names(report_targets()))
 
 
 def report_category(wildcards):

@@ -5,8 +5,6 @@
 # several experiments combine). At paper scale, the grid's GPU-hours projected from FLOPs
 # counted per model instead (pflrepro.reporting.flops): grid_projection.
 
-import pflrepro.reporting.flops as FL
-
 
 rule cost_table:
     input:

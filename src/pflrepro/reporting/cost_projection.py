@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+#: The one measured-rate projection of the paper grid (``ext``: md, csv).
+COST_PROJECTION = "results/tables/cost-projection.{ext}"
+
 if TYPE_CHECKING:
     import pandas as pd
 

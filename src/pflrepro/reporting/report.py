@@ -25,7 +25,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pflrepro.reporting.cost_projection import COST_PROJECTION
 from pflrepro.reporting.figures.kinds import KINDS
+from pflrepro.reporting.flops import GRID_PROJECTION
 
 if TYPE_CHECKING:
     from pflrepro.config import ExperimentConfig, WorkflowConfig
@@ -39,7 +41,19 @@ PAPER_TOKENS: Mapping[str, str] = {"federico": "FedeRiCo", "fedamp": "FedAMP",
                                    "perfedckt": "PerFed-CKT", "fedmix": "FedMix"}
 OTHER = "Other experiments"
 CLAIMS_CATEGORY = "Claims"
+COST_CATEGORY = "Cost"
 PARTITIONS_CATEGORY = "Data partitions"
+#: The paper grid's projections (one table each for the whole grid), by table name.
+PROJECTIONS: Mapping[str, str] = {
+    COST_PROJECTION.rsplit("/", 1)[1].removesuffix(".{ext}"):
+        "Projected cost of the paper-scale grid of config.yaml, priced at the rates the "
+        "built experiments' training jobs measured (a count of work where those rates "
+        "come from CPU-scale jobs, not GPU-hours).\n",
+    GRID_PROJECTION.rsplit("/", 1)[1].removesuffix(".{ext}"):
+        "Projected GPU-hours of the paper-scale grid of config.yaml from FLOPs counted per "
+        "model and sample, at the stated fraction of the stated device peak: a projection, "
+        "not a measurement.\n",
+}
 #: What each plot rule draws (``{method}`` / ``{client}``: its wildcards), by rule name:
 #: the captions the figure modules declare (:mod:`pflrepro.reporting.figures.kinds`),
 #: and the tuning stage's figure (drawn by ``tune_select``).
@@ -183,6 +197,8 @@ def table_category(name: str, cfg: WorkflowConfig, claims: Sequence[Claim] = (),
         return paper_of(cfg.tables[base].experiments[0], claims), f"table {base}"
     if base in cfg.experiments:
         return paper_of(base, claims), base
+    if name in PROJECTIONS:
+        return COST_CATEGORY, name
     return CLAIMS_CATEGORY, name
 
 
@@ -229,6 +245,8 @@ def report_captions(cfg: WorkflowConfig, claims: Sequence[Claim] = (),
         elif base in cfg.experiments:
             kind = kinds.get(suffix, f"{suffix.replace('_', ' ').capitalize()} table.")
             tables[name] = f"{kind}\n\n{experiments[base]}"
+        elif name in PROJECTIONS:
+            tables[name] = PROJECTIONS[name]
         else:
             tables[name] = ("The papers' qualitative claims (config/claims.yaml) checked "
                             "against our results. The page opens with a summary: per "
