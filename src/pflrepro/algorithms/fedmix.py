@@ -1,8 +1,7 @@
 """FedMix: a federated mixture of K shared experts with a local gate per client.
 
 Reisser, Louizos, Gavves, Welling, "Federated Mixture of Experts", 2021 (arXiv
-2107.06724; ``shared/papers/fedmix-federated-mixture-of-experts.txt``, formulas in
-``shared/papers/EQUATIONS.md``). Client (shard) s models
+2107.06724). Client (shard) s models
 
     p(y | x, s) = Σ_k p(y | x, w_k) · p(z = k | x, θ_s)                      (eq. 4)
 
@@ -34,10 +33,9 @@ One round, for every client s (all take part):
    m_sk = Σ_{i∈D_s} r_ik (the data mass the client gave expert k; with K = 1 that is
    n_s, FedAvg's weight) and q by eq. 6.
 
-A client predicts with Σ_k p(y | x, w_k) p(z = k | x, θ_s) (no q). A shard never seen
-in training has no gate: :meth:`FedMix.predict_unseen` predicts with
-p(y | x) ∝ Σ_k q(z = k | y) p(y | x, w_k), the global q standing in for the missing gate
-(the step the text announces but whose formula it lost: our reading).
+A client predicts with Σ_k p(y | x, w_k) p(z = k | x, θ_s) (no q). A shard unseen in
+training has no gate: :meth:`FedMix.predict_unseen` uses p(y | x) ∝ Σ_k q(z = k | y)
+p(y | x, w_k), the global q for the gate (the text announces it; the formula is ours).
 
 ``posterior`` says what q is conditioned on. ``label`` (default) is the paper's global
 q(z | y) above. The text also allows conditioning on the shard ("conditioning q(z|y) on
@@ -76,15 +74,10 @@ Choices where the paper's text is silent (ours, configurable where marked):
 * in a batch where an expert's weights are all exactly 0 it takes no step; where they
   are all exactly 1 its loss is the plain batch mean (the engine's local training);
 * the optimiser (not stated in the text) must be plain SGD (``requires_plain_sgd``:
-  the config check rejects Adam or momentum). The bound gives expert k the loss
-  Σ_i q(k | y_i) ℓ_ik / |batch|; q scales expert k's gradients by how much of the
-  client's data it owns, and SGD's step follows that scale, so an expert that q
-  assigns to a class learns that class and the others hardly do. Adam divides each
-  coordinate by the running root-mean-square of its own gradients, which cancels any
-  constant factor on an expert's loss: every expert then takes full-size steps on
-  every class, the experts stay alike, q and the gates stay near uniform (issue 23's
-  review, CPU label-skew split, K = 4: mean max_k q(k | y) 0.26 with Adam, 0.85 with
-  SGD at lr 0.05); the lr is not stated either (the config says how it is set);
+  the config check rejects Adam or momentum): the bound scales expert k's loss by
+  q(k | y), which SGD's step follows and Adam's per-coordinate normalisation cancels,
+  leaving the experts alike and q near uniform (docs/methods/fedmix.md); the lr is not
+  stated either (the config says how it is set);
 * the gate is trained with the experts in the same steps, on the same batches; with
   K = 1 there is no gate (p(z = 1 | x) = 1) and q (= 1) is not sent;
 * with ``objective: marginal`` the averaging mass m_sk is the posterior mass at the
@@ -97,15 +90,10 @@ Choices where the paper's text is silent (ours, configurable where marked):
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
   column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
 
-Training path (issue 28): the local steps are the shared objective
-:class:`pflrepro.objectives.GatedExperts` (the K experts and the gate in one parameter
-dict; each step's responsibilities, the per-expert weighted losses, the gate's soft
-targets; an expert that takes no step gets a zero gradient, which leaves it bit for
-bit under the plain SGD FedMix requires), trained by
-:meth:`pflrepro.engine.Engine.train` for every client at once: the per-client loop on
-the CPU (byte-identical to this file's former own loop: digits, 8 clients, 6 rounds,
-nine variants of K, objective, gate and posterior; only ``git_revision`` differs),
-vmapped on CUDA.
+Local steps: the shared objective :class:`pflrepro.objectives.GatedExperts` (experts and
+gate in one parameter dict; an expert without a step gets a zero gradient), trained by
+:meth:`pflrepro.engine.Engine.train` (loop on the CPU, vmapped on CUDA). Measurements
+behind the defaults: docs/methods/fedmix.md.
 """
 
 from __future__ import annotations
