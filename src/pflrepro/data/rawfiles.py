@@ -23,13 +23,12 @@ from pflrepro.data.download import (
     RemoteFile,
     fetch,
     safe_extract,
-    sha256_file,
     tofu_record,
     verify_file,
 )
 from pflrepro.data.formats import read_idx_pair
 from pflrepro.data.store import DatasetMeta, write_dataset
-from pflrepro.io import atomic_path
+from pflrepro.io import atomic_path, sha256_file
 
 
 class ArchiveMissingError(FileNotFoundError):
