@@ -144,7 +144,7 @@ def digest_files(root: Path, files: Iterable[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-#: What ``pflrepro train`` (:func:`pflrepro.cli._train`) imports: the training job's
+#: What ``pflrepro train`` (:func:`pflrepro.cli.training._train`) imports: the training job's
 #: code is these modules and all they import (:func:`training_files`).
 TRAINING_ENTRIES = ("pflrepro.train_job",)  # train_job.train_jobs: checkpoints, progress, output
 #: The directory holding the ``pflrepro`` package (``src``).

@@ -135,7 +135,7 @@ def test_training_core_is_what_the_training_entry_imports() -> None:
 
 def test_training_entries_are_what_the_train_command_imports() -> None:
     """``pflrepro train`` runs cli._train: its pflrepro imports are the entries."""
-    tree = ast.parse((PKG / "cli.py").read_text())
+    tree = ast.parse((PKG / "cli" / "training.py").read_text())
     train = next(n for n in ast.walk(tree)
                  if isinstance(n, ast.FunctionDef) and n.name == "_train")
     imported = {n.module for n in ast.walk(train)

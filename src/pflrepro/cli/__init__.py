@@ -1,0 +1,104 @@
+"""Command-line interface: the only entry point the Snakemake rules call.
+
+Each subcommand does one stage and writes its outputs atomically::
+
+    pflrepro prepare   --dataset digits --out results/data/digits --raw data/raw
+    pflrepro partition --data results/data/digits --dataset digits --spec JSON --seed 0 --out P
+    pflrepro train     --spec JSON --data DIR --partition P --out RUN.parquet
+                       (several runs: --spec J1 J2 --partition P1 P2 --out R1 R2 --log L1 L2)
+    pflrepro aggregate --out AGG.parquet RUN.parquet ...
+    pflrepro table     --aggregate AGG.parquet --md T.md --tex T.tex --csv T.csv
+    pflrepro partition-stats --data DIR --partition P --csv S.csv --md S.md
+    pflrepro plot      KIND --aggregate AGG.parquet --pdf F.pdf --png F.png  (KIND: plot -h)
+    pflrepro plot      labels --data DIR --partition P --pdf F.pdf --png F.png
+    pflrepro claims    --claims config/claims.yaml --scale cpu --aggregate AGG.parquet ...
+                       --config config.yaml (or --design JSON) --md C.md --csv C.csv
+    pflrepro check-config config.yaml [my.yaml ...]
+    pflrepro schema    [--write]
+    pflrepro cost      --runs RUN... --benchmarks TSV... --logs LOG... --training JSON
+                       --md C.md --csv C.csv [--project config.yaml --projection-csv P.csv]
+
+For people rather than rules::
+
+    pflrepro run       --method fedamp --dataset digits --partition practical --clients 8
+                       --partition-option groups=2 --rounds 20 [--out RUN.parquet]
+    pflrepro list      [methods|datasets|partitions]
+    pflrepro status    [--results results --logs logs] [--config config.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from pflrepro.cli import data, people, reporting, training
+
+log = logging.getLogger("pflrepro")
+#: Every log line's format (a training run's own log file takes the same).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: What ``pflrepro --help`` says first (the commands follow, grouped).
+DESCRIPTION = ("The reproducibility pipeline's command line: commands for people, and the "
+               "job commands the Snakemake rules run, one stage each.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="pflrepro", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--require-source", metavar="SRC",
+                        help="refuse to run unless the pflrepro package imported is "
+                        "SRC/pflrepro (the workflow's jobs pass their own src/); implies "
+                        "--exit-with-parent")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="end (SIGTERM: a training job saves its checkpoint) when the "
+                        "job's shell or the Snakemake running it ends (Linux)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    from pflrepro.commands import add_subcommands as add_commands  # prepare, grid-projection
+
+    add_commands(sub)
+    for group in (data, training, reporting, people):
+        group.add_subcommands(sub)
+    from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
+
+    add_subcommands(sub)
+    from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
+
+    add_tuning(sub)
+    from pflrepro.extra_commands import add_subcommands as add_extra  # other-config, ...
+
+    add_extra(sub)
+    from pflrepro.cli_support import group_help
+
+    group_help(parser, sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; known input errors print one line and return 1."""
+    from pflrepro.checkpoint import Interrupted
+    from pflrepro.cli_support import check_source, run_command
+    from pflrepro.records import record_outputs
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format=LOG_FORMAT)
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
+
+    def command(args: argparse.Namespace) -> None:
+        if args.require_source is not None:
+            check_source(args.require_source)
+        if args.require_source is not None or args.exit_with_parent:  # a workflow job
+            from pflrepro.lifeline import exit_with_parent
+
+            exit_with_parent()
+        args.func(args)
+        record_outputs(args)
+
+    return run_command(args, command, Interrupted)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

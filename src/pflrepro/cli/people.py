@@ -1,0 +1,139 @@
+"""The commands for people.
+
+What the package offers, which jobs finished, every stored file against its digest, a
+config checked as the workflow does, and the config schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _positive_minutes(text: str) -> float:
+    """The ``--stale-after`` type: a finite number of minutes > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes > 0, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number of minutes > 0, got "
+                                         f"{text}")
+    return value
+
+
+def _list(args: argparse.Namespace) -> None:
+    from pflrepro.listing import render
+
+    cfg = None
+    paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
+                            and args.what == "hyperparameters" else [])
+    if paths:
+        from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
+
+        cfg = check_config_paths(paths, build_schema())
+    sys.stdout.write(render(args.what, cfg))
+
+
+def _status(args: argparse.Namespace) -> None:
+    from pflrepro.status import format_status, iter_expected, job_status, tuning_warnings
+
+    results = Path(args.results)
+    if not results.is_dir():
+        what = "is not a directory" if results.exists() else "does not exist"
+        raise ValueError(f"--results {args.results}: {what} (the workflow's results "
+                         f"directory, holding runs/)")
+    expected: list[tuple[str, str, str, str]] = []
+    if args.config:
+        from pflrepro.config import check_config_paths
+        from pflrepro.schema import build_schema
+
+        cfg = check_config_paths(args.config, build_schema())
+        expected = [k for name, e in cfg.experiments.items() if e.scale == cfg.scale
+                    for k in iter_expected(cfg.runs(name))]
+    jobs = job_status(args.results, args.logs, expected=expected,
+                      stale_after_s=args.stale_after * 60.0)
+    sys.stdout.write(format_status(jobs, tuning_warnings(args.results)))
+
+
+def _verify(args: argparse.Namespace) -> None:
+    from pflrepro.verify import verify
+
+    checked, findings = verify(args.results, adopt=args.adopt)
+    for finding in findings:
+        print(finding)
+    bad = [f for f in findings if f.status in ("damaged", "undigested")]
+    adopted = len(findings) - len(bad)
+    print(f"{checked} stored file(s) under {args.results} checked: {len(bad)} damaged or "
+          f"undigested" + (f", {adopted} adopted" if args.adopt else ""))
+    if bad:
+        raise ValueError(f"{len(bad)} stored file(s) damaged or without a digest record "
+                         "(listed above); damaged ones are marked or set aside: rerun "
+                         "snakemake to rebuild them")
+
+
+def _schema(args: argparse.Namespace) -> None:
+    from pflrepro.io import write_text
+    from pflrepro.schema import SCHEMA_PATH, render
+
+    text = render()
+    if args.write:
+        write_text(args.path or SCHEMA_PATH, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _check_config(args: argparse.Namespace) -> None:
+    from pflrepro.config import check_config_paths
+    from pflrepro.schema import build_schema
+
+    cfg = check_config_paths(args.configs, build_schema())
+    chosen = sum(e.scale == cfg.scale for e in cfg.experiments.values())
+    print(f"{' + '.join(args.configs)}: valid ({chosen} experiment(s) at the {cfg.scale} "
+          "scale)")
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
+    """Add the people commands to ``sub``."""
+    p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
+                       "partition schemes (options, defaults)")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=["all", "methods", "datasets", "partitions", "hyperparameters"])
+    p.add_argument("--config", nargs="+", metavar="FILE",
+                   help="hyperparameters: the config whose method variants to list, merged "
+                   "in order (default: ./config.yaml): per value, stated by the paper, set "
+                   "by us (why), tuned (by which experiments) or default")
+    p.set_defaults(func=_list)
+
+    p = sub.add_parser("status", help="finished, running, failed (and, with --config, "
+                       "pending) training jobs of a results directory")
+    p.add_argument("--results", default="results", help="results directory (runs/ in it)")
+    p.add_argument("--logs", default="logs", help="logs directory (train/ in it)")
+    p.add_argument("--config", nargs="*", metavar="FILE",
+                   help="config files (merged in order) whose jobs not yet started are "
+                   "listed as pending")
+    p.add_argument("--stale-after", type=_positive_minutes, default=60.0, metavar="MINUTES",
+                   help="a job whose log has not changed for this long is 'stale'")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("verify", help="check every stored file's digest (bit rot); mark "
+                                      "damaged ones for rebuilding")
+    p.add_argument("--results", default="results", help="results directory (default: results)")
+    p.add_argument("--adopt", action="store_true",
+                   help="write digest records for stored files that have none (files from "
+                        "before records existed; trusts them as they are now)")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser("check-config", help="check config files as the workflow does, with "
+                       "file and line for YAML errors (Snakemake names neither for --configfile)")
+    p.add_argument("configs", nargs="+", metavar="FILE",
+                   help="config files, merged in order (config.yaml my.yaml: my.yaml merged "
+                   "into config.yaml, as `snakemake --configfile my.yaml` does)")
+    p.set_defaults(func=_check_config)
+
+    p = sub.add_parser("schema", help="print or write the config schema")
+    p.add_argument("--write", action="store_true")
+    p.add_argument("--path", type=Path)
+    p.set_defaults(func=_schema)
