@@ -54,7 +54,7 @@ from pflrepro.config.model import (
            WorkflowConfig,
            parse_sources,
 )
-from pflrepro.config.parse import parse
+from pflrepro.config.parsing import parse
 from pflrepro.config.schema_check import check, check_schema
 from pflrepro.config_checks import ConfigError
 

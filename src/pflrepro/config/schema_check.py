@@ -10,7 +10,7 @@ import yaml
 
 from pflrepro.config.limits import MIRROR_PATTERN, NAME_MAX_LENGTH, NAME_RULES, _short, check_name
 from pflrepro.config.model import WorkflowConfig
-from pflrepro.config.parse import parse
+from pflrepro.config.parsing import parse
 from pflrepro.config_checks import ConfigError, schema_error
 
 
