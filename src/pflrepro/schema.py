@@ -247,7 +247,7 @@ def _experiment_schema() -> dict[str, Any]:
 
 def _tune_schema() -> dict[str, Any]:
     """An experiment's ``tune:`` block (:mod:`pflrepro.tuning`; checked in detail there)."""
-    from pflrepro.tuning import CRITERIA, DEFAULT_FRACTION
+    from pflrepro.tuning import CRITERIA, DEFAULT_FRACTION, POOLS
 
     grid = {"oneOf": [
         {"type": "array", "items": {"type": "number"}, "minItems": 1},
@@ -291,6 +291,11 @@ def _tune_schema() -> dict[str, Any]:
             "criterion": {"type": "string", "enum": list(CRITERIA), "default": "best_mean",
                           "description": "best_mean: best over rounds of the mean client "
                                          "validation accuracy; final_mean: its last round."},
+            "pool": {"type": "string", "enum": list(POOLS), "default": "split",
+                     "description": "split: one selection per (partition, split seed); "
+                                    "partition: one per partition, the scores averaged over "
+                                    "its splits, so every split's final runs share the "
+                                    "values (a table cell then holds runs of one setting)."},
         },
     }
 

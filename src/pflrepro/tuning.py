@@ -16,8 +16,11 @@ Choices (the issue, not the papers, asks for them):
   (at least one, and one left to train on), drawn without replacement by
   ``numpy_generator(split_seed, SETUP_ROUND, client, "validation")``; the default
   fraction is :data:`DEFAULT_FRACTION`;
-* one selection per (partition, split seed): the validation rows of split ``s`` are
-  train rows of split ``s`` only (another split's test rows may be among them);
+* one selection per (partition, split seed) by default (``pool: split``): the
+  validation rows of split ``s`` are train rows of split ``s`` only (another split's
+  test rows may be among them); ``pool: partition`` averages each point's score over
+  the partition's splits (each scored on its own split's validation rows) and gives
+  every split the one best point, so a table cell over the splits holds one setting;
 * criteria (:data:`CRITERIA`): ``best_mean`` (default) is the best over evaluated
   rounds of the unweighted mean client validation accuracy (the BMTA of FedAMP's
   tables, on validation), ``final_mean`` the mean at the last round; either is
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
 DEFAULT_FRACTION = 0.2
 #: Selection criteria (see the module docstring).
 CRITERIA = ("best_mean", "final_mean")
+#: What one selection covers: one (partition, split seed), or a partition's every split.
+POOLS = ("split", "partition")
 #: Purpose tag of the validation draws (:func:`pflrepro.seeding.derive_seed`).
 PURPOSE = "validation"
 #: Partition-file metadata key of a validation partition (beside the partition's own).
@@ -71,12 +76,15 @@ class TuneConfig:
     training: SharedTune | None = None
     #: why the budget is what it is, printed under the tuning tables
     rounds_note: str = ""
+    #: one selection per (partition, split) or per partition (:data:`POOLS`)
+    pool: str = "split"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (Snakemake params: a change reruns the tuning)."""
         shared = {} if self.training is None else {"training": self.training.to_dict()}
+        pool = {} if self.pool == "split" else {"pool": self.pool}
         return {"rounds": self.rounds, "seeds": list(self.seeds), "fraction": self.fraction,
-                "criterion": self.criterion, "rounds_note": self.rounds_note, **shared,
+                "criterion": self.criterion, "rounds_note": self.rounds_note, **shared, **pool,
                 "methods": {m: {g.key: list(g.values) for g in grids}
                             for m, grids in self.methods.items()}}
 
@@ -94,7 +102,7 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     if not isinstance(spec, Mapping):
         raise TuneError(f"{where}: must be a mapping")
     unknown = sorted(set(spec) - {"methods", "rounds", "seeds", "fraction", "criterion",
-                                  "training", "rounds_note"})
+                                  "training", "rounds_note", "pool"})
     if unknown:
         raise TuneError(f"{where}: unknown key(s) {unknown}")
     budget = int(spec.get("rounds", rounds))
@@ -110,6 +118,9 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
     criterion = str(spec.get("criterion", "best_mean"))
     if criterion not in CRITERIA:
         raise TuneError(f"{where}.criterion: {criterion!r} is not one of {list(CRITERIA)}")
+    pool = str(spec.get("pool", "split"))
+    if pool not in POOLS:
+        raise TuneError(f"{where}.pool: {pool!r} is not one of {list(POOLS)}")
     parsed: dict[str, tuple[Grid, ...]] = {}
     shared = None
     if spec.get("training") is not None:
@@ -135,7 +146,7 @@ def parse_tune(spec: Any, where: str, methods: Mapping[str, Any],
         return None
     return TuneConfig(methods=parsed, rounds=budget, seeds=seeds, fraction=fraction,
                       criterion=criterion, training=shared,
-                      rounds_note=str(spec.get("rounds_note", "")))
+                      rounds_note=str(spec.get("rounds_note", "")), pool=pool)
 
 
 def tunable_keys(algorithm: str) -> tuple[str, ...]:
@@ -307,23 +318,31 @@ def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]]) -> dict[tuple[str, int],
-                                                                            dict[str, float]]:
-    """Per (partition, split): the grid point with the highest mean score over seeds.
+def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]],
+           pool: str = "split") -> dict[tuple[str, int], dict[str, float]]:
+    """Per (partition, split): the grid point with the highest mean score.
 
-    Ties go to the first point in ``points`` (grid order). A point without a score for
-    some (partition, split) raises ``ValueError``.
+    ``pool="split"``: the mean over the seeds of that split; ``"partition"``: the mean
+    over every split and seed of the partition, the one best point given to each of its
+    splits. Ties go to the first point in ``points`` (grid order). A point without a
+    score for some (partition, split) raises ``ValueError``.
     """
+    if pool not in POOLS:
+        raise ValueError(f"pool {pool!r} is not one of {list(POOLS)}")
     order = [point_id(p) for p in points]
     by_id = {point_id(p): dict(p) for p in points}
     chosen: dict[tuple[str, int], dict[str, float]] = {}
     for (partition, split), sub in scores.groupby(["partition", "split"], sort=True):
-        means = sub.groupby("point")["score"].mean()
-        missing = [p for p in order if p not in means.index]
+        missing = [p for p in order if p not in set(sub["point"])]
         if missing:
             raise ValueError(f"no tuning run of {missing} on {partition}, split {split}")
+    by = ["partition", "split"] if pool == "split" else ["partition"]
+    for key, sub in scores.groupby(by, sort=True):
+        means = sub.groupby("point")["score"].mean()
         best = max(order, key=lambda p: (means[p], -order.index(p)))
-        chosen[(str(partition), int(split))] = by_id[best]
+        partition = key[0]
+        for split in sorted(set(sub["split"])):
+            chosen[(str(partition), int(split))] = by_id[best]
     return chosen
 
 
@@ -354,17 +373,24 @@ def selected_params(selection: Mapping[str, Any], partition: str, split: int) ->
 
 def note(grids: Sequence[Grid], chosen: Mapping[tuple[str, int], Mapping[str, float]],
          criterion: str, rounds: int, seeds: Sequence[int], fraction: float,
-         labels: Mapping[str, str] | None = None) -> str:
+         labels: Mapping[str, str] | None = None, pool: str = "split") -> str:
     """One sentence per key: ``σ chosen on validation from {…}: …``.
 
-    Each selected value names its partition (``labels``: id -> shown label) and split,
-    and whether it is the grid's lowest or highest value (:func:`edge`).
+    Each selected value names its partition (``labels``: id -> shown label) and split
+    (``pool="partition"``: the partition once, its splits pooled), and whether it is
+    the grid's lowest or highest value (:func:`edge`).
     """
     shown = dict(labels or {})
     parts = []
     for g in grids:
-        picked = ", ".join(f"{shown.get(p, p)} split {s}: {pt[g.key]:.3g}{edge(g, pt[g.key])}"
-                           for (p, s), pt in sorted(chosen.items()))
+        if pool == "partition":
+            first = {p: pt for (p, _), pt in chosen.items()}
+            picked = ", ".join(f"{shown.get(p, p)} (its splits pooled): "
+                               f"{pt[g.key]:.3g}{edge(g, pt[g.key])}"
+                               for p, pt in sorted(first.items()))
+        else:
+            picked = ", ".join(f"{shown.get(p, p)} split {s}: {pt[g.key]:.3g}"
+                               f"{edge(g, pt[g.key])}" for (p, s), pt in sorted(chosen.items()))
         values = ", ".join(f"{v:.3g}" for v in g.values)
         parts.append(f"{g.key} chosen on validation from {{{values}}}: {picked}")
     return ("; ".join(parts) + f" ({criterion.replace('_', ' ')} validation accuracy, "

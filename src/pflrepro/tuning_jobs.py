@@ -126,7 +126,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
 
     scores = score_trials(trials, plan["criterion"])
     points = grid_points(grids)
-    chosen = select(scores, points)
+    chosen = select(scores, points, plan.get("pool", "split"))
     shared = bool(plan.get("training"))  # a shared training setting: no hyperparameters
     params = {(p, s): {} if shared else tied_params(plan["algorithm"], pt,
                                                      int(plan["clients"][p]),
@@ -134,7 +134,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
               for (p, s), pt in chosen.items()}
     table = tuning_table(scores, grids, chosen, plan["criterion"])
     text = note(grids, chosen, plan["criterion"], int(plan["rounds"]), plan["seeds"],
-                float(plan["fraction"]), plan.get("labels"))
+                float(plan["fraction"]), plan.get("labels"), plan.get("pool", "split"))
     if plan.get("rounds_note"):
         text += f" The budget of {plan['rounds']} rounds: {plan['rounds_note']}"
     write_outputs(table, text, md, csv, title or "tuning")

@@ -13,6 +13,7 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.clustered_fl import (
     CLUSTER,
     ClusteredFL,
+    ClusteredFLHyper,
     bipartition,
     flatten,
     should_split,
@@ -254,3 +255,35 @@ def test_parse_hyper_defaults():
 def test_parse_hyper_rejects(params, match):
     with pytest.raises(ValueError, match=match):
         parse_hyper(ClusteredFL, params)
+
+
+# ---------------------------------------------------------------------- config
+
+
+def test_eps_are_selected_on_validation_where_clustered_fl_runs():
+    # FedEM's eps1 = 0.4, eps2 = 1.6 were set for SGD; under Adam the mean update norm
+    # of the FedeRiCo designs stays above 0.4 (or, on some digits partitions, the
+    # largest member update below 1.6), so fixed values never split. Every experiment
+    # that runs Clustered FL selects both on validation from grids holding FedEM's
+    # values, eps1 reaching 10 (above the mean update norms measured at CPU scale) and
+    # eps2 down to 0.4, and no method entry fixes them (a fixed key is not tuned).
+    from pathlib import Path
+
+    from pflrepro.config import load_config_file, parse
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = parse(load_config_file(repo / "config.yaml"))
+    cfl = {m for m, spec in cfg.methods.items() if spec.algorithm == "clustered_fl"}
+    experiments = [x for x in cfg.experiments.values() if cfl & set(x.methods)]
+    assert len(experiments) >= 5  # FedeRiCo Table 1: 3 paper-scale, 2 CPU-scale
+    for x in experiments:
+        for m in cfl & set(x.methods):
+            assert not {"eps1", "eps2"} & set(cfg.methods[m].params), m
+            assert x.tune is not None and m in x.tune.methods, x.name
+            grids = {g.key: g.values for g in x.tune.methods[m]}
+            assert 0.4 in grids["eps1"] and max(grids["eps1"]) >= 10, x.name
+            assert 1.6 in grids["eps2"] and min(grids["eps2"]) <= 0.4, x.name
+            # splits start after the warm-up: the budget must reach past it
+            assert x.tune.rounds > ClusteredFLHyper().warmup_rounds, x.name
+            # a Table 1 cell averages the splits: one selection for all of them
+            assert x.tune.pool == "partition", x.name

@@ -154,6 +154,36 @@ def test_select_best_mean_over_seeds_first_on_ties() -> None:
     assert chosen == {("p", 0): {"sigma": 1e-3}}
 
 
+def test_pooled_selection_gives_every_split_of_a_partition_one_point() -> None:
+    points = [{"eps1": 0.4}, {"eps1": 3.0}]
+    # split 0: 0.4 scores 0.9, 3 scores 0.8; split 1: 0.4 scores 0.5, 3 scores 0.8
+    curves = {(0, 0): [0.9], (1, 0): [0.8], (0, 1): [0.5], (1, 1): [0.8]}
+    trials = [T.Trial(points[i], "p", split, 0, _run(c)) for (i, split), c in curves.items()]
+    scores = T.score_trials(trials, "best_mean")
+    # per split: each split its own best point
+    assert T.select(scores, points) == {("p", 0): {"eps1": 0.4}, ("p", 1): {"eps1": 3.0}}
+    # pooled: 0.4 averages 0.7, 3 averages 0.8, so both splits take 3
+    assert T.select(scores, points, "partition") == {("p", 0): {"eps1": 3.0},
+                                                     ("p", 1): {"eps1": 3.0}}
+    with pytest.raises(ValueError, match="pool"):
+        T.select(scores, points, "seed")
+    grids = [T.Grid("eps1", (0.4, 3.0))]
+    text = T.note(grids, T.select(scores, points, "partition"), "best_mean", 5, [0], 0.2,
+                  pool="partition")
+    assert "p (its splits pooled): 3 (the grid's highest value)" in text
+
+
+def test_parse_tune_pool() -> None:
+    spec = {"methods": {"fedamp": {"sigma": [1e-5, 1e-3]}}}
+    tunable = {"fedamp": ("sigma",)}
+    assert T.parse_tune(spec, "t", {"fedamp": {}}, tunable, 10).pool == "split"
+    pooled = T.parse_tune({**spec, "pool": "partition"}, "t", {"fedamp": {}}, tunable, 10)
+    assert pooled.pool == "partition" and pooled.to_dict()["pool"] == "partition"
+    assert "pool" not in T.parse_tune(spec, "t", {"fedamp": {}}, tunable, 10).to_dict()
+    with pytest.raises(T.TuneError, match="pool"):
+        T.parse_tune({**spec, "pool": "client"}, "t", {"fedamp": {}}, tunable, 10)
+
+
 def test_a_selection_at_the_grid_edge_is_said() -> None:
     g = T.Grid("sigma", (1e-3, 1e-5, 1e-4), log=True)
     assert T.edge(g, 1e-5) == " (the grid's lowest value)"

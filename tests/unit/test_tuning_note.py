@@ -16,9 +16,12 @@ def test_short_note_names_values_per_partition_and_the_tuning_table() -> None:
                     "(every value tried: results/tuning/e/fedamp.md).")
 
 
-def test_splits_are_named_only_where_a_partition_has_several() -> None:
-    grids = [Grid("mu", (0.1,))]
-    chosen = {("p", 0): {"mu": 0.1}, ("p", 1): {"mu": 0.1}}
+def test_splits_are_named_only_where_a_partition_has_several_values() -> None:
+    grids = [Grid("mu", (0.1, 1.0))]
+    chosen = {("p", 0): {"mu": 0.1}, ("p", 1): {"mu": 1.0}, ("q", 0): {"mu": 1.0},
+              ("q", 1): {"mu": 1.0}}
     text = short_note("e", "fedprox", grids, chosen, where=" (exp)")
-    assert text.startswith("FedProx (exp): chosen on validation, p split 0: mu=0.1; "
-                           "p split 1: mu=0.1 (")
+    assert text.startswith("FedProx (exp): chosen on validation, "
+                           "p split 0: mu=0.1 (the grid's lowest value); "
+                           "p split 1: mu=1 (the grid's highest value); "
+                           "q: mu=1 (the grid's highest value) (")

@@ -28,7 +28,9 @@ def short_note(experiment: str, method: str, grids: Sequence[Grid],
     """The sentence: ``FedAMP: chosen on validation, practical: sigma=0.001, ... (...md).``.
 
     ``chosen``: (partition id, split) -> selected grid point; ``labels``: partition id ->
-    shown label; the split is named where a partition has several. A value at an
+    shown label; the split is named where a partition's splits took different values
+    (one value for all of them, e.g. a selection pooled over the splits, is said once). A
+    value at an
     edge of its grid says so (:func:`pflrepro.tuning_grid.edge`): the best value may lie
     outside the grid.
     ``where``: text after the method's name (the experiment, in a table over several).
@@ -36,16 +38,19 @@ def short_note(experiment: str, method: str, grids: Sequence[Grid],
     selected by ``method``'s validation score.
     """
     shown = dict(labels or {})
-    splits: dict[str, int] = {}
-    for partition, _ in chosen:
-        splits[partition] = splits.get(partition, 0) + 1
-    picked = []
+    points: dict[str, list[tuple[int, Mapping[str, float]]]] = {}
     for (partition, split), point in sorted(chosen.items()):
-        name = shown.get(partition, partition)
-        if splits[partition] > 1:
-            name += f" split {split}"
-        values = ", ".join(f"{g.key}={point[g.key]:.3g}{edge(g, point[g.key])}" for g in grids)
-        picked.append(f"{name}: {values}")
+        points.setdefault(partition, []).append((split, point))
+    picked = []
+    for partition, rows in points.items():
+        same = all(dict(point) == dict(rows[0][1]) for _, point in rows)
+        for split, point in rows[:1] if same else rows:
+            name = shown.get(partition, partition)
+            if not same:
+                name += f" split {split}"
+            values = ", ".join(f"{g.key}={point[g.key]:.3g}{edge(g, point[g.key])}"
+                               for g in grids)
+            picked.append(f"{name}: {values}")
     table = TUNING_TABLE.format(experiment=experiment, method=method)
     subject = (f"Every method's training settings (by {method_name(method)}'s score)"
                if shared else method_name(method))

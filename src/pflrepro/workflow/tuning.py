@@ -146,6 +146,7 @@ def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:
         "rounds": tune.rounds, "seeds": list(tune.seeds), "fraction": tune.fraction,
         "labels": dict(exp.partition_labels),
         **({"rounds_note": tune.rounds_note} if tune.rounds_note else {}),
+        **({"pool": tune.pool} if tune.pool != "split" else {}),
         **({"training": True} if method == shared_tuning_method(cfg, experiment) else {}),
         "trials": tune_trials(cfg, experiment, method)})
 
