@@ -64,6 +64,13 @@ CASES: list[tuple[str, Mutate, str]] = [
     ("cnn_hidden_negative",
      lambda c: c["training"].update(model="cnn", model_options={"hidden": -4}),
      r"training\.model_options\.hidden \(model 'cnn'\): must be >= 1"),
+    # a model that cannot take the data set's images (VGG's five max-pools need 32x32)
+    ("vgg_on_8x8_digits", lambda c: c["training"].update(model="vgg11", model_options={}),
+     r"experiments\.tiny\.training\.model \(data set digits\): model 'vgg11' needs images "
+     r"of at least 32x32, these are 8x8; models that take them: cnn, mlp"),
+    ("vgg_architecture_on_8x8_digits",
+     lambda c: c["training"].update(architectures=[{"model": "vgg13", "model_options": {}}]),
+     r"experiments\.tiny\.training\.architectures\[0\]\.model \(data set digits\)"),
     ("model_options_in_experiment",
      lambda c: _exp(c).update(training={"model_options": {"hidden": "abc"}}),
      r"experiments\.tiny\.training\.model_options\.hidden"),

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _source_helpers import spec_for
 
+from pflrepro.data.datasets import DATASETS
 from pflrepro.data.sources import cifar10
 from pflrepro.data.store import load_dataset
 
@@ -79,6 +80,7 @@ def test_cifar10_over_loopback_http(tmp_path: Path, http_dir: tuple[str, Path]) 
     meta = cifar10.prepare_cifar10(tmp_path / "out", raw, [url], files=files)
     ds = load_dataset(tmp_path / "out", verify=True)
     assert meta.size == 12 and meta.shape == (3, 32, 32) and meta.num_classes == 10
+    assert meta.shape == DATASETS["cifar10"].image_shape  # what the config check reads
     np.testing.assert_array_equal(ds.x, x)
     np.testing.assert_array_equal(ds.y, y)
     # offline rerun: the archive and its extraction are reused, the server is not needed

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pflrepro.data.datasets import DATASETS
 from pflrepro.data.sources import fashion_mnist
 from pflrepro.data.store import load_dataset
 
@@ -24,6 +25,7 @@ def test_fashion_mnist_from_debian(tmp_path: Path) -> None:
     ds = load_dataset(tmp_path / "out", verify=True)
     assert meta.size == 70_000 and ds.x.shape == (70_000, 1, 28, 28)
     assert meta.shape == (1, 28, 28) and meta.num_classes == 10
+    assert meta.shape == DATASETS["fashion_mnist"].image_shape  # what the config check reads
     np.testing.assert_array_equal(np.bincount(ds.y, minlength=10), [7_000] * 10)
     assert ds.x.dtype == np.uint8 and int(ds.x.max()) == 255
     # the Debian files are re-compressed: they verify by their decompressed content

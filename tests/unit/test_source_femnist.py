@@ -55,6 +55,7 @@ def test_femnist_from_placed_archive(tmp_path: Path) -> None:
     meta = femnist.prepare_femnist(tmp_path / "out", raw, ())
     ds = load_dataset(tmp_path / "out")
     assert meta.num_classes == 62 and meta.size == 6 and meta.shape == (1, 28, 28)
+    assert meta.shape == DATASETS["femnist"].image_shape  # what the config check reads
     # natural file order: all_data_2 before all_data_10
     np.testing.assert_array_equal(ds.y, [0, 5, 7, 8, 9, 61])
     np.testing.assert_array_equal(ds.x.reshape(6, 784), np.concatenate([a, b, c]))

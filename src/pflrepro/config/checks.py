@@ -25,7 +25,7 @@ from pflrepro.config.model import ExperimentConfig, MethodConfig
 from pflrepro.config_checks import ConfigError
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner
-from pflrepro.models import check_model_options
+from pflrepro.models import check_input_shape, check_model_options
 from pflrepro.training import TrainingConfig
 
 _FINITE_TRAINING = {"lr": False, "momentum": True}
@@ -247,3 +247,18 @@ def _check_projected_passes(exp: ExperimentConfig) -> None:
             f"{len(exp.seed_pairs())} seed pair(s), {len(exp.methods)} method(s), "
             f"{len(exp.partitions)} partition(s)), above {MAX_SAMPLE_PASSES:.0e} (about 3 "
             f"years at 10^4 samples/s); set the top-level allow_huge: true to run it anyway")
+
+
+def _check_input_shape(exp: ExperimentConfig, where: str) -> None:
+    """Refuse a model that cannot take the data set's images (VGG on 8x8 digits)."""
+    shape = DATASETS[exp.dataset].image_shape
+    if shape is None:
+        return
+    t = exp.training
+    models = ([(f"architectures[{i}].model", a["model"]) for i, a in enumerate(t.architectures)]
+              if t.architectures else [("model", t.model)])
+    for key, model in models:
+        try:
+            check_input_shape(model, shape)
+        except ValueError as err:
+            raise ConfigError(f"{where}.training.{key} (data set {exp.dataset}): {err}") from err

@@ -14,6 +14,7 @@ from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
 from pflrepro.config.checks import (
     _check_client_counts,
     _check_clients_per_round,
+    _check_input_shape,
     _check_method_params,
     _check_partition_fits,
     _check_projected_passes,
@@ -179,6 +180,7 @@ def _parse_experiment(name: str, spec: Mapping[str, Any], defaults: Mapping[str,
     )
     exp = _with_tune(exp, spec.get("tune"), methods)
     _check_methods_fit(exp, methods, where)
+    _check_input_shape(exp, where)
     _check_clients_per_round(exp, spec, where)
     _check_client_counts(exp, methods, where)
     clients = min((p.clients for p in exp.partitions), default=0)

@@ -38,6 +38,9 @@ class DatasetSource:
     #: and leaves data sets without them to the partition job.
     num_samples: int | None = None
     num_classes: int | None = None
+    #: (channels, height, width) of its prepared images, where fixed; the config check
+    #: refuses a model that cannot take them (:func:`pflrepro.models.check_input_shape`).
+    image_shape: tuple[int, int, int] | None = None
     #: The raw files ``prepare`` fetches (its ``files=`` keyword's default); a config's
     #: ``data.checksums`` replaces their SHA-256 (:func:`with_checksums`).
     files: tuple[RemoteFile, ...] = ()

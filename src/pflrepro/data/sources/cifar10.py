@@ -50,5 +50,6 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=CIFAR_MIRRORS,
     num_samples=60_000,
     num_classes=10,
+    image_shape=(3, 32, 32),
     files=CIFAR10_FILES,
 ))

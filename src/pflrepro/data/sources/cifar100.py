@@ -46,5 +46,6 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=CIFAR_MIRRORS,
     num_samples=60_000,
     num_classes=100,
+    image_shape=(3, 32, 32),
     files=CIFAR100_FILES,
 ))

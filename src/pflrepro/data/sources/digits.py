@@ -29,4 +29,5 @@ SOURCE = register_dataset(DatasetSource(
     prepare=prepare_digits,
     num_samples=1797,
     num_classes=10,
+    image_shape=(1, 8, 8),
 ))

@@ -80,5 +80,6 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=EMNIST_MIRRORS,
     num_samples=131_600,
     num_classes=47,
+    image_shape=(1, 28, 28),
     files=EMNIST_FILES,
 ))

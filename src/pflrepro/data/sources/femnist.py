@@ -89,5 +89,6 @@ SOURCE = register_dataset(DatasetSource(
                 "archive built with LEAF and placed by hand (writer.npy).",
     prepare=prepare_femnist,
     num_classes=FEMNIST_NUM_CLASSES,
+    image_shape=(1, 28, 28),
     files=FEMNIST_FILES,
 ))

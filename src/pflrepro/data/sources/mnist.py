@@ -54,5 +54,6 @@ SOURCE = register_dataset(DatasetSource(
     default_mirrors=MNIST_MIRRORS,
     num_samples=70_000,
     num_classes=10,
+    image_shape=(1, 28, 28),
     files=MNIST_FILES,
 ))

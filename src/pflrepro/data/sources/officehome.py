@@ -114,5 +114,6 @@ SOURCE = register_dataset(DatasetSource(
                 "(domain.npy).",
     prepare=prepare_officehome,
     num_classes=OFFICEHOME_NUM_CLASSES,
+    image_shape=(3, OFFICEHOME_DEFAULT_SIZE, OFFICEHOME_DEFAULT_SIZE),
     files=OFFICEHOME_FILES,
 ))
