@@ -22,7 +22,7 @@ include: "workflow/rules/hints.smk"
 
 
 # Local runs: no job-rate limiter (its timers wake the scheduler once a second per job
-# finished so far; pflrepro.workflow.drop_local_rate_limiter). Cluster executors keep it.
+# finished so far; pflrepro.pipeline.workflow.drop_local_rate_limiter). Cluster executors keep it.
 onstart:
     W.drop_local_rate_limiter(workflow)
 

@@ -5,7 +5,7 @@ training + 100 test samples of synthetic CIFAR-shaped uint8 data (3x32x32, 10
 classes, built here, no download), batch 32, plain SGD, R rounds (default 5), every
 client trains one local epoch per round, and every round is evaluated.
 
-* **engine**: ``pflrepro.engine.Engine`` + the registered ``fedavg`` algorithm, fed
+* **engine**: ``pflrepro.training.engine.Engine`` + the registered ``fedavg`` algorithm, fed
   through ``FederatedData.build`` (as a training job does), ``Engine.run`` with
   ``eval_every = 1`` (each client's test set, on CPU in chunks of at most
   ``Engine.cpu_eval_chunk`` samples); with T threads it runs as ``pflrepro train
@@ -195,11 +195,11 @@ def run_engine(x: np.ndarray, y: np.ndarray, train: list[np.ndarray], test: list
                arch: str, rounds: int, batch_size: int, lr: float, seed: int, workers: int
                ) -> dict[str, Any]:
     """FedAvg through pflrepro's engine; times setup, training and evaluation."""
-    from pflrepro import results as R
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
-    from pflrepro.engine import Engine
-    from pflrepro.training import TrainingConfig
+    from pflrepro.store import results as R
+    from pflrepro.training.engine import Engine
+    from pflrepro.training.settings import TrainingConfig
 
     t0 = time.perf_counter()
     data = federated_data(x, y, train, test)

@@ -6,7 +6,8 @@ SGD, one local epoch per round, every client starting from the same global model
 FedAvg. Per K (10 and 100) it times one round of local training of all K clients
 
 * **loop**: ``Engine.train_client`` client after client (the CPU path of ``Engine.train``);
-* **batched**: ``pflrepro.local_training.train`` on its vmap path over all K clients, parameters
+* **batched**: ``pflrepro.training.local_training.train`` on its vmap path over all K
+  clients, parameters
   stacked along a client dimension (``torch.func`` vmap of grad of ``functional_call``;
   convolutions become grouped convolutions);
 
@@ -60,7 +61,7 @@ from _common import (
     table,
 )
 
-from pflrepro.params import put, stack, take
+from pflrepro.training.params import put, stack, take
 
 IN_SHAPE = (3, 32, 32)
 TOL = 1e-8  # float64 agreement of batched and loop updates
@@ -70,8 +71,8 @@ GPU_DEVICE = "cuda"
 def make_engine(clients: int, n_train: int | list[int], device: torch.device, arch: str,
                 batch_size: int, lr: float, optimizer: str, seed: int = 0) -> Any:
     """An engine over K clients of synthetic CIFAR data on ``device``."""
-    from pflrepro.engine import Engine
-    from pflrepro.training import TrainingConfig
+    from pflrepro.training.engine import Engine
+    from pflrepro.training.settings import TrainingConfig
 
     sizes = [n_train] * clients if isinstance(n_train, int) else list(n_train)
     x, y, train, test = synthetic_cifar(clients, max(sizes), 4, seed=seed)
@@ -105,7 +106,7 @@ def round_loop(engine: Any, start: dict, opt: dict, rnd: int,
 def round_batched(engine: Any, start: dict, opt: dict, rnd: int, chunk: int | None,
                   steps: int | None = None) -> tuple[dict, dict, list]:
     """FedAvg's local phase: every client in one vmapped pass per step."""
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     k_all = engine.num_clients
     params, opt, losses = LT.train(engine, stack(start, k_all), opt, list(range(k_all)), rnd,
@@ -223,7 +224,7 @@ def counting_vmap() -> Iterator[list[int]]:
     Yields a one-element list holding the count; a method whose local training does
     not go through ``Engine.train`` (its own loop) makes no call on either path.
     """
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     calls = [0]
     original = LT.train_vmap

@@ -69,8 +69,8 @@ def build(name: str, clients: int, n_train: int, public: int, arch: str, workers
 
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
-    from pflrepro.engine import Engine
-    from pflrepro.training import TrainingConfig
+    from pflrepro.training.engine import Engine
+    from pflrepro.training.settings import TrainingConfig
 
     x, y, train, test = synthetic_cifar(clients + 1, n_train, max(2, n_train // 4), seed=seed)
     data = federated_data(x, y, train[:clients], test[:clients], device=device)

@@ -49,7 +49,7 @@ from _common import (
 )
 from torch.utils.data import DataLoader
 
-from pflrepro.params import take
+from pflrepro.training.params import take
 
 IN_SHAPE = (3, 32, 32)
 
@@ -59,8 +59,8 @@ def build(clients: int, n_train: int, components: int, arch: str, workers: int,
     """Engine, the three algorithms and their initial states on synthetic data."""
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
-    from pflrepro.engine import Engine
-    from pflrepro.training import TrainingConfig
+    from pflrepro.training.engine import Engine
+    from pflrepro.training.settings import TrainingConfig
 
     x, y, train, test = synthetic_cifar(clients, n_train, max(2, n_train // 4), seed=seed)
     data = federated_data(x, y, train, test)

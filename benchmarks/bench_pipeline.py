@@ -6,13 +6,13 @@
   validation, DAG, printing); the number of training jobs it plans must equal the
   number of runs ``pflrepro.config.parse`` gives.
 * **aggregation**: synthetic run Parquet files, one per training run of that grid,
-  with the run table's schema (``pflrepro.results``) and realistic row counts: per
+  with the run table's schema (``pflrepro.store.results``) and realistic row counts: per
   run ``n_train``/``n_test``/``group`` per client at round 0, ``test_accuracy`` and
   ``test_loss`` per client at every evaluated round (0, every ``eval_every``, the
   last), ``train_loss`` per client every round, and what the algorithm records
   (FedeRiCo and FedFomo: K x K weights every round from 0; FedEM: K x M; FedAMP and
   HeurFedAMP: K x K from round 1; APFL, Clustered FL: one value per client). Then
-  the workflow's two aggregation stages, each ``pflrepro.results.aggregate`` (what
+  the workflow's two aggregation stages, each ``pflrepro.store.results.aggregate`` (what
   ``pflrepro aggregate`` runs: read with dictionary-encoded strings, concatenate in
   Arrow, write): every (experiment, method) from its runs, then every experiment
   from its methods.
@@ -89,7 +89,7 @@ def run_frame(run: dict[str, Any], rng: np.random.Generator) -> Any:
     """A synthetic run table with the schema and row count of ``run``'s real one."""
     import pandas as pd
 
-    from pflrepro import results as R
+    from pflrepro.store import results as R
 
     k, rounds, alg = run["clients"], run["rounds"], run["algorithm"]
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, str]] = []
@@ -147,7 +147,7 @@ def run_frame(run: dict[str, Any], rng: np.random.Generator) -> Any:
 def write_runs(root: Path, runs: list[dict[str, Any]], scale: float = 1.0
                ) -> dict[tuple[str, str], list[Path]]:
     """Write every run's synthetic Parquet (the train rule's path layout)."""
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     rng = np.random.default_rng(0)
     groups: dict[tuple[str, str], list[Path]] = defaultdict(list)
@@ -164,8 +164,8 @@ def write_runs(root: Path, runs: list[dict[str, Any]], scale: float = 1.0
 
 
 def aggregate(paths: list[Path], out: Path) -> int:
-    """What ``pflrepro aggregate`` does (:func:`pflrepro.results.aggregate`); returns rows."""
-    from pflrepro.results import aggregate as aggregate_tables
+    """What ``pflrepro aggregate`` does (:func:`pflrepro.store.results.aggregate`); returns rows."""
+    from pflrepro.store.results import aggregate as aggregate_tables
 
     return aggregate_tables(paths, out)
 

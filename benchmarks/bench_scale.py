@@ -61,11 +61,11 @@ def child(k: int, n_train: int, n_test: int, steps: int, rounds: int, model: str
     import torch
     from _common import federated_data, model_name, synthetic_cifar
 
-    from pflrepro import results as R
     from pflrepro.algorithms import get_algorithm
     from pflrepro.algorithms.base import parse_hyper
-    from pflrepro.engine import Engine
-    from pflrepro.training import TrainingConfig
+    from pflrepro.store import results as R
+    from pflrepro.training.engine import Engine
+    from pflrepro.training.settings import TrainingConfig
 
     if threads:
         torch.set_num_threads(threads)

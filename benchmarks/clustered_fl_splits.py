@@ -1,6 +1,6 @@
 """Clustered FL's splits at CPU scale for given ε₁ values, on FedeRiCo's Table 1 designs.
 
-Runs ``clustered_fl`` (``pflrepro.single.single_run``, the ``pflrepro run`` path) on the
+Runs ``clustered_fl`` (``pflrepro.pipeline.single.single_run``, the ``pflrepro run`` path) on the
 partitions and seed pairs of config.yaml's federico_table1_cpu_* experiments (as
 ``benchmarks/federico_readings.py`` does) for each ``--eps1``, and prints per design the
 final mean client test accuracy and the number of clusters at rounds 20, 21, 25 and 30

@@ -6,7 +6,7 @@ readings (a full factorial of the first three without warm-up by default, or
 ``--readings`` as ``estep/mstep/start`` or ``estep/mstep/start/wN``, N warm-up rounds)
 on the partitions of ``config.yaml``'s federico_*_cpu experiments (Table 1
 Fashion-MNIST and digits with their 3 seed pairs, Figs. 5, 6b, 6c) through
-``pflrepro.single.single_run``, the ``pflrepro run`` path, and reports per reading:
+``pflrepro.pipeline.single.single_run``, the ``pflrepro run`` path, and reports per reading:
 
 * mean client test accuracy, final and best over rounds (Table 1 runs, averaged);
 * peer mass on the own group: for a client with group-mates, Σ_{j≠i, g_j=g_i} w_ij /
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pflrepro.single import SingleRun, single_run
+from pflrepro.pipeline.single import SingleRun, single_run
 
 TRAINING = {"rounds": 30, "batch_size": 32, "eval_every": 1, "model": "mlp",
             "model_options": {"hidden": [128]}, "device": "cpu"}

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pflrepro import results as R
+from pflrepro.store import results as R
 
 
 def summarise(frame: pd.DataFrame) -> dict[str, object]:

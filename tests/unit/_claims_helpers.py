@@ -14,7 +14,7 @@ from pflrepro.reporting.claims.parse import (
     Design,
     parse_claims,
 )
-from pflrepro.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
+from pflrepro.store.results import GROUP, N_TEST, N_TRAIN, TEST_ACCURACY, WEIGHT, MetricLog
 
 REPO = Path(__file__).resolve().parents[2]
 

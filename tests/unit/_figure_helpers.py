@@ -15,7 +15,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from pflrepro.reporting.figures import common
-from pflrepro.results import (
+from pflrepro.store.results import (
     CONFIG_COLUMNS,
     GROUP,
     MODEL_DISTANCE,

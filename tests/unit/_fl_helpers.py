@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from pflrepro.data.federated import FederatedData
-from pflrepro.engine import Engine
-from pflrepro.training import TrainingConfig
+from pflrepro.training.engine import Engine
+from pflrepro.training.settings import TrainingConfig
 
 CPU = torch.device("cpu")
 W, B = "net.1.weight", "net.1.bias"

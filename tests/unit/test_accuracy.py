@@ -12,7 +12,7 @@ from pflrepro.reporting.accuracy import (
     final_accuracy,
     weighted_accuracy_per_round,
 )
-from pflrepro.results import N_TEST
+from pflrepro.store.results import N_TEST
 
 
 def test_weighted_accuracy_by_hand() -> None:

@@ -7,12 +7,12 @@ import torch
 import torch.nn.functional as F
 from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
 
-from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.apfl import ALPHA, APFL, APFLHyper, mix
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
-from pflrepro.params import take
+from pflrepro.store import results as R
+from pflrepro.training.params import take
 
 
 def _alg(params=None, seed=0, **training):
@@ -183,7 +183,7 @@ def test_parse_hyper():
 
 def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
     """Every round is one ``local_training.train`` call over all clients; vmap ≈ loop."""
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     calls = []
     real = LT.train

@@ -8,7 +8,6 @@ import pytest
 import torch
 from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine, manual_sgd
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.clustered_fl import (
     CLUSTER,
@@ -18,7 +17,8 @@ from pflrepro.algorithms.clustered_fl import (
     flatten,
     should_split,
 )
-from pflrepro.params import take
+from pflrepro.store import results as R
+from pflrepro.training.params import take
 
 SIX = dict(n_train=(4, 2, 3, 3, 2, 4), n_test=(1,) * 6)
 

@@ -15,7 +15,7 @@ from _fl_helpers import (
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.ditto import Ditto
 from pflrepro.algorithms.fedavg import FedAvg
-from pflrepro.params import take
+from pflrepro.training.params import take
 
 
 def _alg(params=None, **training):

@@ -9,7 +9,6 @@ import pytest
 import torch
 from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedamp import (
     FedAMP,
@@ -19,7 +18,8 @@ from pflrepro.algorithms.fedamp import (
     mix,
     squared_distances,
 )
-from pflrepro.params import stack, take
+from pflrepro.store import results as R
+from pflrepro.training.params import stack, take
 
 
 def _alg(params=None, seed=0, **training):

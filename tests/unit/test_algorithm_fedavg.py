@@ -7,7 +7,7 @@ from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_sg
 
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
-from pflrepro.params import take, weighted_mean
+from pflrepro.training.params import take, weighted_mean
 
 
 def _alg(**training):

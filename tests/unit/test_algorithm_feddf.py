@@ -17,9 +17,9 @@ from pflrepro.algorithms.feddf import (
     cosine_lr,
     ensemble_teacher,
 )
-from pflrepro.optim import Optimizer
-from pflrepro.params import weighted_mean
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, torch_generator
+from pflrepro.training.optim import Optimizer
+from pflrepro.training.params import weighted_mean
 
 SIX = dict(n_train=(4, 2, 3, 5, 4, 3), n_test=(1,) * 6, public=8)
 TWO_ARCHS = [{"model": "mlp", "model_options": {"hidden": []}},

@@ -17,11 +17,11 @@ from _fl_helpers import (
     manual_loss_and_grad,
 )
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedem import FedEM, FedEMHyper
-from pflrepro.params import put, take
+from pflrepro.store import results as R
+from pflrepro.training.params import put, take
 
 # default tiny data: train sizes (4, 2, 3); labels row % 2, so the training labels are
 # client 0: [0, 1, 0, 1], client 1: [0, 1], client 2: [1, 0, 1]
@@ -274,7 +274,7 @@ def test_hyper_validates_direct_construction():
 
 def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
     """Each component's M-step is one ``local_training.train`` call; vmap ≈ loop."""
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     calls = []
     real = LT.train

@@ -16,12 +16,12 @@ from _fl_helpers import (
     manual_loss_and_grad,
 )
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
 from pflrepro.algorithms.local import Local
 from pflrepro.data.federated import FederatedData
-from pflrepro.params import take
+from pflrepro.store import results as R
+from pflrepro.training.params import take
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
 #: Per-sample mean losses and an epoch of M-steps (the defaults), spelt out.

@@ -10,10 +10,10 @@ import pytest
 import torch
 from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedfomo import FedFomo, fomo_scores, fomo_update, normalise, param_distance
-from pflrepro.params import put, take
+from pflrepro.store import results as R
+from pflrepro.training.params import put, take
 
 SIZES = dict(n_train=(5, 5, 5, 5), n_test=(1, 1, 1, 1))
 #: the behaviour before issue 12: scores against the current model, Euclidean distance,

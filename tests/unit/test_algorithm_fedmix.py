@@ -10,7 +10,6 @@ import pytest
 import torch
 from _fl_helpers import B, W, clone, make_data, make_engine
 
-from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
@@ -22,7 +21,8 @@ from pflrepro.algorithms.fedmix import (
     gate_logits,
 )
 from pflrepro.algorithms.local import Local
-from pflrepro.params import take
+from pflrepro.store import results as R
+from pflrepro.training.params import take
 
 # default tiny data (_fl_helpers.make_data): train sizes (4, 2, 3), labels row % 2;
 # training labels: client 0 [0, 1, 0, 1], client 1 [0, 1], client 2 [1, 0, 1];

@@ -10,8 +10,8 @@ from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedprox import FedProx, FedProxHyper
-from pflrepro.params import take
-from pflrepro.terms import Proximal
+from pflrepro.training.params import take
+from pflrepro.training.terms import Proximal
 
 SIZES = (4, 2, 3)
 

@@ -16,12 +16,12 @@ from _fl_helpers import (
     manual_loss_and_grad,
 )
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedamp import FedAMP, flatten, squared_distances
 from pflrepro.algorithms.heurfedamp import HeurFedAMP, HeurFedAMPHyper, heuristic_attention
 from pflrepro.algorithms.local import Local
-from pflrepro.params import take
+from pflrepro.store import results as R
+from pflrepro.training.params import take
 
 
 def _alg(params=None, seed=0, data=None, **training):

@@ -19,9 +19,9 @@ from pflrepro.algorithms import clustered_fl
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.hypcluster import CLUSTER, HypCluster, HypClusterHyper
-from pflrepro.communication import Traffic
-from pflrepro.params import put, take
-from pflrepro.results import MetricLog
+from pflrepro.store.results import MetricLog
+from pflrepro.training.communication import Traffic
+from pflrepro.training.params import put, take
 
 
 def _engine(data=None, **training):

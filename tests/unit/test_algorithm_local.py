@@ -8,7 +8,7 @@ from _fl_helpers import W, assert_params_close, clone, make_engine, manual_sgd
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.local import Local
-from pflrepro.params import take
+from pflrepro.training.params import take
 
 
 def _alg(**training):

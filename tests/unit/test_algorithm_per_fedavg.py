@@ -16,7 +16,7 @@ from _fl_helpers import (
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.per_fedavg import HESSIAN, INNER, OUTER, PERSONALISE, PerFedAvg
-from pflrepro.communication import Traffic, size
+from pflrepro.training.communication import Traffic, size
 
 
 def _alg(params=None, **training):
@@ -234,7 +234,7 @@ def test_docstring_states_client_sampling():
 @pytest.mark.parametrize("variant", ["fo", "hf"])
 def test_trains_through_the_one_path_and_vmap_equals_loop(variant, monkeypatch):
     """A round is one ``local_training.train`` call over its participants; vmap ≈ loop."""
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     calls = []
     real = LT.train

@@ -176,7 +176,7 @@ def test_heterogeneous_clients_distill_across_architectures():
 
 def test_trains_through_the_one_path_per_architecture_and_vmap_equals_loop(monkeypatch):
     """A round is one ``local_training.train`` call per architecture; vmap ≈ loop."""
-    from pflrepro import local_training as LT
+    from pflrepro.training import local_training as LT
 
     archs = [{"model": "mlp", "model_options": {"hidden": []}},
              {"model": "mlp", "model_options": {"hidden": [3]}}]

@@ -9,7 +9,7 @@ from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_lo
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.scaffold import Scaffold, ScaffoldHyper
-from pflrepro.params import take
+from pflrepro.training.params import take
 
 STEPS = [2, 1, 2]  # ceil(n_k / 2) for train sizes 4, 2, 3 and batch 2
 

@@ -1,10 +1,10 @@
-"""pflrepro.architectures: per-client architectures' models, lookup and assignment."""
+"""pflrepro.training.architectures: per-client architectures' models, lookup and assignment."""
 
 import pytest
 import torch
 
-from pflrepro.architectures import Architectures, assign_architectures, param_shapes
 from pflrepro.seeding import SETUP_ROUND, torch_generator
+from pflrepro.training.architectures import Architectures, assign_architectures, param_shapes
 
 CPU = torch.device("cpu")
 SPECS = [("mlp", {"hidden": []}), ("mlp", {"hidden": [3]})]

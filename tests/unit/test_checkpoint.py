@@ -12,11 +12,11 @@ import pytest
 import torch
 from _fl_helpers import make_data, make_engine
 
-from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.checkpoint import MAGIC, TRAILER, Checkpointer, Interrupted
-from pflrepro.results import MetricLog
+from pflrepro.store import results as R
+from pflrepro.store.checkpoint import MAGIC, TRAILER, Checkpointer, Interrupted
+from pflrepro.store.results import MetricLog
 
 ROUNDS = 5
 # enough clients/samples for every method (FedFomo holds out validation data,
@@ -122,7 +122,7 @@ def test_unusable_checkpoint_is_set_aside_and_run_restarts(
         _run("fedavg", ckpt, stop_after=2)
     damage(ckpt.path)
     damaged = ckpt.path.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="pflrepro.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="pflrepro.store.checkpoint"):
         restarted = _frame(_run("fedavg", ckpt))
     assert restarted.equals(reference)  # from round 0: as if never interrupted
     aside = tmp_path / "run.ckpt.corrupt-1"

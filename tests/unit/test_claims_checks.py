@@ -26,7 +26,6 @@ from _claims_helpers import (
     table1,
 )
 
-from pflrepro import results as R
 from pflrepro.reporting.claims.checks import combine, evaluate_claims
 from pflrepro.reporting.claims.parse import (
     COLUMNS,
@@ -37,7 +36,8 @@ from pflrepro.reporting.claims.parse import (
 )
 from pflrepro.reporting.render import tidy_table
 from pflrepro.reporting.tables import accuracy_table
-from pflrepro.results import TEST_ACCURACY, MetricLog
+from pflrepro.store import results as R
+from pflrepro.store.results import TEST_ACCURACY, MetricLog
 
 
 # --------------------------------------------------------------------------- logic

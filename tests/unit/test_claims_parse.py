@@ -10,8 +10,7 @@ import pytest
 import yaml
 from _claims_helpers import ACROSS, COMPARE, REPO, _claim
 
-import pflrepro.workflow as W
-from pflrepro import results as R
+import pflrepro.pipeline.workflow as W
 from pflrepro.config import parse
 from pflrepro.reporting.claims.checks import evaluate_claims
 from pflrepro.reporting.claims.parse import (
@@ -23,6 +22,7 @@ from pflrepro.reporting.claims.parse import (
     parse_design,
     row_keys,
 )
+from pflrepro.store import results as R
 
 CLAIMS = REPO / W.CLAIMS_FILE
 

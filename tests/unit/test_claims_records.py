@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from _claims_helpers import evaluate, make_run, one
 
-from pflrepro.results import CLUSTER, EXPERT_POSTERIOR
+from pflrepro.store.results import CLUSTER, EXPERT_POSTERIOR
 
 PEAK = {"type": "record_peak", "method": "fedmix", "record": "expert_posterior",
         "threshold": 0.5}

@@ -52,7 +52,7 @@ def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
 
 def test_cli_claims(tmp_path: Path) -> None:
     agg = tmp_path / "exp.parquet"
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     write_parquet(copies(table1()), agg)  # with its digest record (issue 27, item 3)
     claims = tmp_path / "claims.yaml"

@@ -88,7 +88,7 @@ def test_public_set_avoids_client_rows(digits: Path, tmp_path: Path) -> None:
 def test_train_threads_write_the_same_bytes(digits: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # `pflrepro train --threads T` on the CPU: T client threads, the same Parquet bytes
-    from pflrepro import results
+    from pflrepro.store import results
 
     monkeypatch.setattr(results, "git_revision", lambda path=None: "pinned")
     part = tmp_path / "p.parquet"
@@ -129,7 +129,7 @@ def test_partition_and_train_refuse_damaged_data(digits: Path, tmp_path: Path,
     else:
         meta = json.loads((data / "meta.json").read_text())
         (data / "meta.json").write_text(json.dumps({**meta, "x_sha256": "0" * 64}))
-        from pflrepro.io import write_digest
+        from pflrepro.store.io import write_digest
 
         write_digest(data / "meta.json")  # a meta.json whose record agrees: the sums count
     capsys.readouterr()
@@ -154,7 +154,7 @@ def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # issue 17, item 4: the error names the file, and the file is gone, so that the
     # next `snakemake` trains that run again instead of saying "Nothing to be done"
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     run = tmp_path / "results/runs/tiny/p/fedavg/split0-seed0.parquet"
     write_parquet(pd.DataFrame({"round": [0, 1]}), run)
@@ -164,7 +164,7 @@ def test_aggregate_of_a_truncated_run_names_it_and_sets_it_aside(
     err = capsys.readouterr().err
     assert f"{run} is damaged" in err and "rerun snakemake" in err
     # issue 27, item 8: the file stays (other jobs' input), dated 1970: rebuilt next time
-    from pflrepro.io import DAMAGED_MTIME
+    from pflrepro.store.io import DAMAGED_MTIME
 
     assert run.stat().st_mtime == DAMAGED_MTIME and not agg.exists()
 
@@ -307,8 +307,8 @@ def test_train_several_runs_write_the_bytes_of_each_run_trained_alone(
     # issue 28, item 2: one job trains several runs of one (experiment, partition,
     # method) in turn; each run's table, digest and log are its own, and the table's
     # bytes are those of the run trained by a job of its own
-    from pflrepro import results
-    from pflrepro.results import read_table
+    from pflrepro.store import results
+    from pflrepro.store.results import read_table
 
     monkeypatch.setattr(results, "git_revision", lambda path=None: "pinned")
     parts = _two_splits(digits, tmp_path)
@@ -340,7 +340,7 @@ def test_train_several_runs_write_the_bytes_of_each_run_trained_alone(
 
 def test_train_several_runs_stops_at_the_first_failure_leaving_no_half_file(
         digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pflrepro.results import read_table
+    from pflrepro.store.results import read_table
 
     parts = _two_splits(digits, tmp_path)
     outs = [tmp_path / f"run{i}.parquet" for i in range(3)]

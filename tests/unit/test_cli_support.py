@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pflrepro.cli import build_parser
-from pflrepro.cli_support import USER_COMMANDS
+from pflrepro.cli.support import USER_COMMANDS
 
 
 def _pflrepro(*args: str, shell: str | None = None, cwd: Path | None = None

@@ -1,6 +1,6 @@
 """The training jobs' code digest: which files it covers, and which edits change it.
 
-Each train job's ``params.spec`` carries :func:`pflrepro.codedigest.code_digest`, so a
+Each train job's ``params.spec`` carries :func:`pflrepro.config.codedigest.code_digest`, so a
 run goes stale exactly when a file in its digest changes. The file list is the
 static import closure of the training entry (plus the algorithm's module), read
 with :mod:`ast`; these tests check that closure on a synthetic package, against the
@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from pflrepro.algorithms.registry import INFOS
-from pflrepro.codedigest import (
+from pflrepro.config.codedigest import (
     _SRC,
     TRAINING_ENTRIES,
     _algorithm_files,
@@ -121,8 +121,9 @@ def test_digest_depends_on_paths_and_contents_not_order_or_mtime(tmp_path: Path)
 
 def test_training_core_is_what_the_training_entry_imports() -> None:
     core = _rel(training_core())
-    assert {"train_job.py", "engine.py", "local_training.py", "optim.py", "training.py",
-            "seeding.py", "results.py", "checkpoint.py", "io.py", "devices.py", "models/nets.py",
+    assert {"pipeline/train_job.py", "training/engine.py", "training/local_training.py",
+            "training/optim.py", "training/settings.py", "seeding.py", "store/results.py",
+            "store/checkpoint.py", "store/io.py", "training/devices.py", "models/nets.py",
             "data/store.py", "data/partition.py", "algorithms/base.py",
             "algorithms/registry.py"} <= core
     assert not {p for p in core if p.startswith("reporting/")}
@@ -210,7 +211,7 @@ def _specs(src: Path, raw: dict) -> dict[str, dict]:
         sys.path.insert(0, {str(src)!r})
         from types import SimpleNamespace
         import pflrepro.config as C
-        import pflrepro.workflow as W
+        import pflrepro.pipeline.workflow as W
         assert C.__file__.startswith({str(src)!r}), C.__file__
         cfg = C.parse(json.loads(sys.stdin.read()))
         print(json.dumps({{W.RUN.format(**vars(key)): json.loads(
@@ -249,7 +250,7 @@ def test_editing_a_module_makes_exactly_the_runs_that_execute_it_stale(
         return {r for r in before if after[r] != before[r]}
 
     every = set(before)
-    assert changed_after_editing("local_training.py") == every
+    assert changed_after_editing("training/local_training.py") == every
     assert changed_after_editing("data/store.py") == every
     assert changed_after_editing("algorithms/fedamp.py") == {
         r for r, a in algorithm.items() if a in ("fedamp", "heurfedamp")}
@@ -265,8 +266,8 @@ def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
     files = _rel(partition_files("dirichlet"))
     assert {"data/jobs.py", "data/partition.py", "data/schemes/dirichlet.py",
             "seeding.py", "data/store.py"} <= files
-    assert not {"data/schemes/rotation.py", "data/schemes/iid.py", "engine.py",
-                "train_job.py"} & files
+    assert not {"data/schemes/rotation.py", "data/schemes/iid.py", "training/engine.py",
+                "pipeline/train_job.py"} & files
     assert partition_code_digest("dirichlet") != partition_code_digest("rotation")
     src = tmp_path / "src"
     shutil.copytree(_SRC / "pflrepro", src / "pflrepro",
@@ -295,5 +296,5 @@ def test_partition_digest_covers_the_split_code_and_only_its_own_scheme(
     assert changed_after_editing("data/schemes/rotation.py") == {"rotation"}
     # the job that calls the split and writes its file (pflrepro partition)
     assert changed_after_editing("data/jobs.py") == set(schemes)
-    assert changed_after_editing("engine.py") == set()
+    assert changed_after_editing("training/engine.py") == set()
 

@@ -1,4 +1,4 @@
-"""The CLI subcommands of pflrepro.commands: prepare (with --checksum), grid-projection."""
+"""The CLI subcommands of pflrepro.cli.commands: prepare (with --checksum), grid-projection."""
 
 from __future__ import annotations
 

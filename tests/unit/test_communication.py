@@ -1,14 +1,14 @@
-"""pflrepro.communication, and every method's per-round traffic against its formula."""
+"""pflrepro.training.communication, and every method's per-round traffic against its formula."""
 
 import numpy as np
 import pytest
 import torch
 from _fl_helpers import make_data, make_engine
 
-from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.communication import Traffic, size
+from pflrepro.store import results as R
+from pflrepro.training.communication import Traffic, size
 
 K = 4
 DATA = dict(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1), public=5)

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pflrepro.codedigest import code_digest
 from pflrepro.config import ConfigError, RunKey, parse
+from pflrepro.config.codedigest import code_digest
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())

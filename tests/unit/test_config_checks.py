@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from pflrepro.config import ConfigError, check_config_paths
-from pflrepro.config_checks import periodic_piece
-from pflrepro.schema import build_schema
+from pflrepro.config.errors import periodic_piece
+from pflrepro.config.schema import build_schema
 
 TINY = Path(__file__).parents[1] / "workflow" / "config.yaml"
 

@@ -19,8 +19,8 @@ import yaml
 
 from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import ConfigError, check, check_config_files, load_config_file, parse
+from pflrepro.config.schema import build_schema
 from pflrepro.data.datasets import DATASETS
-from pflrepro.schema import build_schema
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_PATH = REPO / "tests/workflow/config.yaml"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-import pflrepro.workflow as W
+import pflrepro.pipeline.workflow as W
 from pflrepro.algorithms.registry import INFOS
 from pflrepro.config import (
     METHOD_NAME_PATTERN,
@@ -31,11 +31,11 @@ from pflrepro.config import (
     check_schema,
     parse,
 )
+from pflrepro.config.schema import build_schema
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS
 from pflrepro.reporting.claims.parse import load_claims
 from pflrepro.reporting.paper import load_paper_numbers
-from pflrepro.schema import build_schema
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())

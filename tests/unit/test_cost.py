@@ -4,10 +4,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pflrepro import results as R
 from pflrepro.cli import main
 from pflrepro.config import check
-from pflrepro.io import write_parquet
+from pflrepro.config.schema import build_schema
 from pflrepro.reporting.cost import (
     cost_table,
     job_costs,
@@ -17,9 +16,10 @@ from pflrepro.reporting.cost import (
     read_log,
     write_cost,
 )
-from pflrepro.schema import build_schema
+from pflrepro.store import results as R
+from pflrepro.store.io import write_parquet
 
-PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.train_job: "
+PREFIX = "2026-01-01 10:00:00,000 INFO pflrepro.pipeline.train_job: "
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
@@ -44,7 +44,7 @@ def _job(root: Path, name: str, method: str, algorithm: str, *, rounds: int, n_t
     if device.startswith("cuda"):
         lines.insert(0, PREFIX + f"leased {device} (NVIDIA H200), slot 0: /tmp/lock")
     if resumed is not None:
-        lines.append("2026-01-01 10:00:00,000 INFO pflrepro.checkpoint: resuming after round "
+        lines.append("2026-01-01 10:00:00,000 INFO pflrepro.store.checkpoint: resuming after round "
                      f"{resumed} from x.ckpt")
     lines.append(PREFIX + f"{method}: {rounds} rounds in {train_s} s")
     log.write_text("\n".join(lines) + "\n")
@@ -178,7 +178,7 @@ def test_write_cost_labels_gpu_measurements_as_gpu_hours(tmp_path: Path) -> None
     assert "| x | cnn | 1 | 1 | 1 | 1 | 1.00 | 2.50 |" in text
 
 
-#: A table job's --tuning (pflrepro.workflow.table_tuning_json) for fedamp of experiment e.
+#: A table job's --tuning (pflrepro.pipeline.workflow.table_tuning_json) for fedamp of experiment e.
 TUNING = [{"experiment": "e", "method": "fedamp", "algorithm": "fedamp", "fixed": {},
            "clients": {"p": 2}, "grids": {"sigma": [1e-5, 1e-3]}, "log": [],
            "criterion": "best_mean", "rounds": 2, "seeds": [0], "fraction": 0.2,
@@ -218,7 +218,7 @@ def test_a_missing_or_damaged_benchmark_record_is_named_and_the_table_written(
         tmp_path: Path) -> None:
     # a job's shell killed: the benchmark TSV was never written and every later run
     # failed in cost_table with "No such file or directory: ...tsv"
-    from pflrepro.io import digest_path
+    from pflrepro.store.io import digest_path
 
     a = _job(tmp_path, "a", "fedavg", "fedavg", rounds=10, n_train=[40, 60], train_s=5.0,
              wall_s=8.0)

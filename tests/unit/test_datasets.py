@@ -13,7 +13,7 @@ from _source_helpers import tiny_mnist_mirror
 from pflrepro.data import datasets
 from pflrepro.data.datasets import DATASETS, DatasetSource
 from pflrepro.data.sources import cifar10, fashion_mnist
-from pflrepro.scan import ScannedRegistry
+from pflrepro.store.scan import ScannedRegistry
 
 
 def test_registry_has_the_real_sets() -> None:

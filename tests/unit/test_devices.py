@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pflrepro import devices
-from pflrepro.devices import claim
+from pflrepro.training import devices
+from pflrepro.training.devices import claim
 
 KEYS = ["gpu-A", "gpu-B", "gpu-C"]
 
@@ -68,7 +68,7 @@ def test_waiting_job_gets_the_slot_when_it_is_freed(tmp_path: Path) -> None:
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pflrepro.devices import claim
+    from pflrepro.training.devices import claim
     lease = claim(sys.argv[2].split(","), Path(sys.argv[1]), timeout_s=20, poll_s=0.05)
     print(lease.index, flush=True)
     time.sleep(60)

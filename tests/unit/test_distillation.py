@@ -1,4 +1,4 @@
-"""pflrepro.distillation: the KL pass on public rows, its value and gradient by hand."""
+"""pflrepro.training.distillation: the KL pass on public rows, its value and gradient by hand."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from _fl_helpers import B, W, make_engine
 
-from pflrepro.distillation import distill_loss_and_grad
+from pflrepro.training.distillation import distill_loss_and_grad
 
 
 def test_kl_and_its_gradient_by_hand() -> None:

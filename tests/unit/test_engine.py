@@ -1,4 +1,4 @@
-"""pflrepro.engine: mini-batches, initialisation, gradients, local training, evaluation,
+"""pflrepro.training.engine: mini-batches, initialisation, gradients, local training, evaluation,
 the round loop and divergence, on tiny hand-made data sets (CPU only)."""
 
 import math
@@ -17,15 +17,15 @@ from _fl_helpers import (
     manual_sgd,
 )
 
-from pflrepro import results as R
 from pflrepro.algorithms.base import Algorithm
 from pflrepro.data.federated import FederatedData
-from pflrepro.engine import Engine
 from pflrepro.models.surgery import to_channels_last
-from pflrepro.params import take
-from pflrepro.progress import RoundProgress
-from pflrepro.terms import Proximal
-from pflrepro.training import TrainingConfig
+from pflrepro.store import results as R
+from pflrepro.store.progress import RoundProgress
+from pflrepro.training.engine import Engine
+from pflrepro.training.params import take
+from pflrepro.training.settings import TrainingConfig
+from pflrepro.training.terms import Proximal
 
 # ---------------------------------------------------------------------- batches
 
@@ -426,7 +426,7 @@ def test_divergence_stops_the_run_and_is_recorded(caplog):
     # an MLP at lr 1e20: its parameters overflow, its outputs turn NaN
     e = make_engine(optimizer="sgd", lr=1e20, rounds=30, eval_every=5, model="mlp",
                     model_options={"hidden": [8]})
-    with caplog.at_level("WARNING", logger="pflrepro.engine"):
+    with caplog.at_level("WARNING", logger="pflrepro.training.engine"):
         log = e.run(FedAvg(e, parse_hyper(FedAvg, {})))
     rows = [(r, c, v) for r, c, m, v in zip(log.rounds, log.clients, log.metrics, log.values,
                                            strict=True) if m == R.DIVERGED]

@@ -85,7 +85,7 @@ def test_plot_accuracy_vs_round_errors(tmp_path: Path) -> None:
 
 def test_diverged_runs_end_early_and_are_named_in_the_legend(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pflrepro.results import DIVERGED
+    from pflrepro.store.results import DIVERGED
 
     agg = grid_aggregate(1, ["fedavg", "local"], rounds=4, seeds=2)
     bad = (agg["method"] == "fedavg") & (agg["split_seed"] == 1)

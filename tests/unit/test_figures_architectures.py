@@ -9,7 +9,7 @@ import pytest
 from _figure_helpers import captured_figures, check_fits, make_run, texts
 
 from pflrepro.reporting.figures.architectures import client_architectures, plot_architectures
-from pflrepro.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
+from pflrepro.store.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
 
 
 def _aggregate(partitions: int, methods=("perfedckt", "feddf")) -> pd.DataFrame:

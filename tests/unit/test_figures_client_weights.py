@@ -25,7 +25,7 @@ from pflrepro.reporting.figures.client_weights import (
     plot_client_weights_over_rounds,
     spread,
 )
-from pflrepro.results import WEIGHT
+from pflrepro.store.results import WEIGHT
 
 
 def test_client_weight_series_picks_client_and_first_run() -> None:

@@ -67,7 +67,7 @@ def test_fits_any_number_of_panels(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_cli_plot_clusters(tmp_path: Path) -> None:
     agg = tmp_path / "agg.parquet"
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     write_parquet(clusters_aggregate(), agg)  # with its digest record (issue 27, item 3)
     pdf, png = tmp_path / "fig" / "k.pdf", tmp_path / "fig" / "k.png"

@@ -9,7 +9,7 @@ import pytest
 from _figure_helpers import captured_figures, check_fits, make_run, many_methods, texts
 
 from pflrepro.reporting.figures.communication import plot_communication
-from pflrepro.results import COMM_DOWN, COMM_UP
+from pflrepro.store.results import COMM_DOWN, COMM_UP
 
 
 def _aggregate(partitions: int, methods: list[str]) -> pd.DataFrame:

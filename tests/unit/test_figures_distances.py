@@ -10,7 +10,7 @@ import pytest
 from _figure_helpers import assert_figure_files, check_fits, grid_aggregate, make_run
 
 from pflrepro.reporting.figures.distances import OTHER, SAME, distance_curves, plot_distances
-from pflrepro.results import MODEL_DISTANCE
+from pflrepro.store.results import MODEL_DISTANCE
 
 # clients 0, 1 in distribution 0, client 2 in distribution 1
 D1 = np.array([[0.0, 1.0, 4.0], [1.0, 0.0, 6.0], [4.0, 6.0, 0.0]])

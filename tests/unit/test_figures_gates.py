@@ -81,7 +81,7 @@ def test_fits_any_number_of_panels(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_cli_plot_gates(tmp_path: Path) -> None:
     agg = tmp_path / "agg.parquet"
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     write_parquet(gates_aggregate(), agg)  # with its digest record (issue 27, item 3)
     pdf, png = tmp_path / "fig" / "g.pdf", tmp_path / "fig" / "g.png"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import pflrepro.workflow as W
-from pflrepro import results
+import pflrepro.pipeline.workflow as W
 from pflrepro.cli import build_parser
 from pflrepro.config import FIGURE_KINDS
+from pflrepro.config import figure_kinds as kinds
+from pflrepro.config.figure_kinds import KINDS, FigureKind, figure_kind, read_kind
 from pflrepro.reporting import report
-from pflrepro.reporting.figures import kinds
-from pflrepro.reporting.figures.kinds import KINDS, FigureKind, figure_kind, read_kind
+from pflrepro.store import results
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src/pflrepro/reporting/figures"
@@ -114,8 +114,8 @@ def test_defaults_of_a_declaration() -> None:
 
 def _module(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "mod.py"
-    path.write_text("from pflrepro.reporting.figures.kinds import FigureKind\n"
-                    "from pflrepro.results import WEIGHT as W2\n" + body)
+    path.write_text("from pflrepro.config.figure_kinds import FigureKind\n"
+                    "from pflrepro.store.results import WEIGHT as W2\n" + body)
     return path
 
 

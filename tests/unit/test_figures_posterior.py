@@ -71,7 +71,7 @@ def test_fits_any_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitio
 
 def test_cli_plot_posterior(tmp_path: Path) -> None:
     agg = tmp_path / "agg.parquet"
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     write_parquet(posterior_aggregate(), agg)  # with its digest record (issue 27, item 3)
     pdf, png = tmp_path / "fig" / "q.pdf", tmp_path / "fig" / "q.png"

@@ -19,7 +19,7 @@ from _figure_helpers import (
 )
 
 from pflrepro.reporting.figures.weights import plot_client_weights, weight_panels
-from pflrepro.results import GROUP, WEIGHT
+from pflrepro.store.results import GROUP, WEIGHT
 
 
 def test_weight_panels_first_run_final_round() -> None:

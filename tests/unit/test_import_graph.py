@@ -176,7 +176,8 @@ def test_relative_and_submodule_imports(tmp_path: Path) -> None:
 
 def test_the_package_graph_is_read() -> None:
     graph = import_graph()
-    assert "pflrepro.engine" in graph and "pflrepro.seeding" in graph["pflrepro.engine"]
+    engine = "pflrepro.training.engine"
+    assert engine in graph and "pflrepro.seeding" in graph[engine]
 
 
 @pytest.mark.parametrize("package", [PACKAGE])

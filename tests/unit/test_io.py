@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pflrepro.io import (
+from pflrepro.store.io import (
     DAMAGED_MTIME,
     FILE_MODE,
     CorruptFileError,

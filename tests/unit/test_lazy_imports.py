@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from pflrepro.algorithms import ALGORITHMS, INFOS, get_algorithm
-from pflrepro.io import write_parquet
-from pflrepro.results import MetricLog, aggregate
+from pflrepro.store.io import write_parquet
+from pflrepro.store.results import MetricLog, aggregate
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "sklearn", "matplotlib")
@@ -39,7 +39,8 @@ def _loaded_after(code: str, tmp_path: Path) -> list[str]:
 
 
 def test_config_and_workflow_import_no_torch(tmp_path: Path) -> None:
-    assert _loaded_after("import pflrepro.config, pflrepro.workflow, pflrepro.schema",
+    assert _loaded_after("import pflrepro.config, pflrepro.pipeline.workflow, "
+                         "pflrepro.config.schema",
                          tmp_path) == []
 
 
@@ -49,7 +50,7 @@ def test_workflow_parse_of_the_paper_grid_imports_torch_only(tmp_path: Path) -> 
         import yaml
         from types import SimpleNamespace
         import pflrepro.config as C
-        import pflrepro.workflow as W
+        import pflrepro.pipeline.workflow as W
 
         cfg = C.parse(yaml.safe_load(open({str(REPO / "config.yaml")!r})))
         assert W.all_targets(cfg)
@@ -130,7 +131,7 @@ def test_unknown_algorithm() -> None:
 
 
 def test_code_digest_follows_algorithm_imports_without_importing() -> None:
-    from pflrepro.codedigest import _algorithm_files, code_digest
+    from pflrepro.config.codedigest import _algorithm_files, code_digest
 
     names = [p.name for p in _algorithm_files("pflrepro.algorithms.fedprox_ft")]
     assert names[0] == "fedprox_ft.py"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pflrepro.lifeline import parent_of
+from pflrepro.store.lifeline import parent_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 CHILD = """import os, sys, time
-from pflrepro.lifeline import exit_with_parent
+from pflrepro.store.lifeline import exit_with_parent
 assert exit_with_parent(interval_s=0.2)
 with open(sys.argv[1] + ".tmp", "w") as fh:
     fh.write(str(os.getpid()))
@@ -95,7 +95,7 @@ def test_every_workflow_job_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None
     # the rules all pass --require-source; their commands stay as they were (Snakemake
     # reruns every job whose command text changes)
     import pflrepro
-    import pflrepro.lifeline as lifeline
+    import pflrepro.store.lifeline as lifeline
     from pflrepro.cli import main
 
     calls: list[bool] = []

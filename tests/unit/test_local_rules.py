@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-import pflrepro.workflow as W
+import pflrepro.pipeline.workflow as W
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]

@@ -1,4 +1,4 @@
-"""pflrepro.local_training: the vmapped path (all clients in one pass) equals the loop.
+"""pflrepro.training.local_training: the vmapped path (all clients in one pass) equals the loop.
 
 Reference: ``Engine.train_client`` once per client (the loop path). Clients hold
 different numbers of samples, so their step counts and batch sizes differ and the
@@ -17,12 +17,12 @@ import pytest
 import torch
 from _fl_helpers import assert_params_close, clone, make_data, make_engine
 
-from pflrepro import local_training as LT
-from pflrepro.engine import Engine
-from pflrepro.local_training import padded_minibatches, stream_batches
-from pflrepro.objectives import Stream
-from pflrepro.params import put, stack, take
-from pflrepro.terms import Offset, Proximal
+from pflrepro.training import local_training as LT
+from pflrepro.training.engine import Engine
+from pflrepro.training.local_training import padded_minibatches, stream_batches
+from pflrepro.training.objectives import Stream
+from pflrepro.training.params import put, stack, take
+from pflrepro.training.terms import Offset, Proximal
 
 RTOL, ATOL = 1e-4, 1e-5
 N_TRAIN = (7, 3, 12, 5, 1)  # batch 4: batch sizes 4, 3, 4, 4, 1; steps per epoch 2, 1, 3, 2, 1
@@ -365,7 +365,7 @@ def test_algorithms_train_all_clients_in_one_pass_when_asked(name, params, opt, 
 
 
 def test_bad_client_training_settings_are_rejected():
-    from pflrepro.training import TrainingConfig
+    from pflrepro.training.settings import TrainingConfig
 
     with pytest.raises(ValueError, match="client_training"):
         TrainingConfig(rounds=1, client_training="gpu")

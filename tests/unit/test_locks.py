@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pflrepro.locks import _is_snakemake, lock_note, running_snakemakes
+from pflrepro.store.locks import _is_snakemake, lock_note, running_snakemakes
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc")
 

@@ -1,4 +1,4 @@
-"""pflrepro.objectives: weights, peers' batches, APFL's pair, MAML, distillation, gated
+"""pflrepro.training.objectives: weights, peers' batches, APFL's pair, MAML, distillation, gated
 experts on both paths.
 
 Each objective's vectorised pass (``local_training.VMAP``) must equal its per-client
@@ -16,9 +16,9 @@ import pytest
 import torch
 from _fl_helpers import assert_params_close, make_data, make_engine
 
-from pflrepro import local_training as LT
-from pflrepro.engine import Engine
-from pflrepro.objectives import (
+from pflrepro.training import local_training as LT
+from pflrepro.training.engine import Engine
+from pflrepro.training.objectives import (
     ALPHA_KEY,
     EXPERT_LOSS_KEY,
     MAML,
@@ -37,7 +37,7 @@ from pflrepro.objectives import (
     split_pair,
     split_pair_states,
 )
-from pflrepro.params import stack, take
+from pflrepro.training.params import stack, take
 
 RTOL, ATOL = 1e-4, 1e-5
 N_TRAIN = (7, 3, 12, 5, 1)  # batch 4: batch sizes 4, 3, 4, 4, 1; steps per epoch 2, 1, 3, 2, 1

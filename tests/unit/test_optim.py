@@ -1,9 +1,9 @@
-"""pflrepro.optim: functional SGD/Adam against torch.optim, and hand-computed steps."""
+"""pflrepro.training.optim: functional SGD/Adam against torch.optim, and hand-computed steps."""
 
 import pytest
 import torch
 
-from pflrepro.optim import Optimizer
+from pflrepro.training.optim import Optimizer
 
 
 def _params() -> dict[str, torch.Tensor]:

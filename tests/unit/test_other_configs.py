@@ -1,11 +1,11 @@
-"""Which shipped config a target belongs to (pflrepro.other_configs)."""
+"""Which shipped config a target belongs to (pflrepro.pipeline.other_configs)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from pflrepro.other_configs import (
+from pflrepro.pipeline.other_configs import (
     foreign_names,
     hint,
     owner,

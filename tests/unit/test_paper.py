@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from pflrepro.config import check_config_paths
+from pflrepro.config.schema import build_schema
 from pflrepro.reporting.paper import (
     COLUMNS,
     QUANTITIES,
@@ -24,8 +25,7 @@ from pflrepro.reporting.paper import (
     tables_at,
     write_paper_table,
 )
-from pflrepro.results import CONFIG_COLUMNS
-from pflrepro.schema import build_schema
+from pflrepro.store.results import CONFIG_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = REPO / "config" / "paper_numbers.csv"

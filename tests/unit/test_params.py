@@ -1,9 +1,9 @@
-"""pflrepro.params: stacked parameter dicts, by hand."""
+"""pflrepro.training.params: stacked parameter dicts, by hand."""
 
 import torch
 from _fl_helpers import assert_params_close
 
-from pflrepro.params import RunningMean, put, stack, take, weighted_mean
+from pflrepro.training.params import RunningMean, put, stack, take, weighted_mean
 
 
 def test_weighted_mean_by_hand():

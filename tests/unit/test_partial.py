@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 from test_tables import make_run
 
-from pflrepro.io import write_parquet
 from pflrepro.reporting.partial import PartialRun, write_partial_report
+from pflrepro.store.io import write_parquet
 
 
 def _runs(tmp_path: Path) -> list[PartialRun]:

@@ -189,7 +189,7 @@ def test_max_samples_partitions_a_seeded_subset() -> None:
 def test_damaged_partition_is_set_aside_and_named(tmp_path, damage):
     # issue 17, item 5: a damaged partition must not stay in place, failing every job
     # that reads it: it is set aside, so that Snakemake writes it again
-    from pflrepro.io import DAMAGED_MTIME, CorruptFileError
+    from pflrepro.store.io import DAMAGED_MTIME, CorruptFileError
 
     p = LabelGroupsPartitioner(clients=4, groups=2)
     path = tmp_path / "results/partitions/toy" / p.id / "split0.parquet"

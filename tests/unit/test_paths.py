@@ -1,8 +1,9 @@
-"""pflrepro.paths: the stored artefacts' path patterns, shared by the workflow and io."""
+"""pflrepro.store.paths: the stored artefacts' path patterns, shared by the workflow and io."""
 
 from __future__ import annotations
 
-from pflrepro import io, paths, workflow
+from pflrepro.pipeline import workflow
+from pflrepro.store import io, paths
 
 
 def test_the_workflow_uses_these_patterns() -> None:

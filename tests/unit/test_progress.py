@@ -5,9 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pflrepro import results as R
 from pflrepro.cli import main
-from pflrepro.progress import RoundProgress, format_duration, progress_table_path
+from pflrepro.store import results as R
+from pflrepro.store.progress import RoundProgress, format_duration, progress_table_path
 
 
 class Clock:
@@ -36,7 +36,7 @@ def test_a_round_line_by_hand(caplog: pytest.LogCaptureFixture) -> None:
     clock.t = 110.0
     assert list(bar.rounds(1)) == [1, 2, 3, 4, 5]
     clock.t = 130.0  # round 1 took 20 s: 4 rounds left, 80 s
-    with caplog.at_level(logging.INFO, logger="pflrepro.progress"):
+    with caplog.at_level(logging.INFO, logger="pflrepro.store.progress"):
         summary = bar.round_done(1, _log_with_round(1, (0.5, 1.0), (1.0, 3.0)))
     assert summary is not None
     # mean (0.5 + 1) / 2; weighted by n_test 10 and 30: (5 + 30) / 40; loss (1 + 3) / 2
@@ -81,7 +81,7 @@ TINY = {"experiment": "e", "dataset": "digits", "partition": "p", "method": "fed
 def test_train_logs_each_round_and_flushes_then_removes_the_progress_table(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    import pflrepro.train_job as train_job_module
+    import pflrepro.pipeline.train_job as train_job_module
 
     data = tmp_path / "digits"
     assert main(["prepare", "--dataset", "digits", "--out", str(data), "--raw",
@@ -101,7 +101,7 @@ def test_train_logs_each_round_and_flushes_then_removes_the_progress_table(
 
     monkeypatch.setattr(train_job_module, "write_progress_table", spy)
     out = tmp_path / "run.parquet"
-    with caplog.at_level(logging.INFO, logger="pflrepro.progress"):
+    with caplog.at_level(logging.INFO, logger="pflrepro.store.progress"):
         assert main(["train", "--spec", json.dumps(TINY), "--data", str(data), "--partition",
                      str(part), "--checkpoint", str(out) + ".ckpt", "--checkpoint-every",
                      "1", "--progress-table", "--out", str(out)]) == 0

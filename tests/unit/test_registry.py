@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pflrepro import schema
 from pflrepro.algorithms import ALGORITHMS
+from pflrepro.config import schema
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS
 
@@ -69,7 +69,7 @@ def test_records_declare_exactly_what_record_logs(name):
     from _fl_helpers import make_data, make_engine
 
     from pflrepro.algorithms.base import parse_hyper
-    from pflrepro.results import MetricLog
+    from pflrepro.store.results import MetricLog
 
     cls = ALGORITHMS[name]
     data = make_data(n_train=(8, 6, 7, 8), n_test=(3, 2, 3, 2), groups=(0, 0, 1, 1),

@@ -8,6 +8,7 @@ import docutils.core
 
 from pflrepro.cli import build_parser
 from pflrepro.config import check_config_paths
+from pflrepro.config.schema import build_schema
 from pflrepro.reporting.claims.parse import load_claims
 from pflrepro.reporting.paper import load_paper_numbers
 from pflrepro.reporting.report import (
@@ -19,7 +20,6 @@ from pflrepro.reporting.report import (
     table_category,
     table_label,
 )
-from pflrepro.schema import build_schema
 
 REPO = Path(__file__).resolve().parents[2]
 

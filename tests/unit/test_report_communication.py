@@ -3,12 +3,12 @@
 import pandas as pd
 import pytest
 
-from pflrepro import results as R
 from pflrepro.reporting.communication import (
     communication_table,
     per_run_traffic,
     write_communication,
 )
+from pflrepro.store import results as R
 
 
 def _run(method: str, seed: int, up: float, down: float, acc: float) -> pd.DataFrame:

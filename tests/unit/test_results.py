@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pflrepro.io import DAMAGED_MTIME, CorruptFileError, digest_path, write_parquet
-from pflrepro.results import CONFIG_COLUMNS, aggregate, read_table
+from pflrepro.store.io import DAMAGED_MTIME, CorruptFileError, digest_path, write_parquet
+from pflrepro.store.results import CONFIG_COLUMNS, aggregate, read_table
 
 
 def _run(path: Path, seed: int) -> Path:
@@ -83,7 +83,7 @@ def test_aggregates_say_what_they_are_and_a_swapped_one_is_named(tmp_path: Path)
 
     import pyarrow.parquet as pq
 
-    from pflrepro.io import KIND_KEY, stored_identity
+    from pflrepro.store.io import KIND_KEY, stored_identity
 
     root = tmp_path / "results/aggregate"
     runs = [_run(tmp_path / f"r{i}.parquet", i) for i in range(2)]

@@ -1,11 +1,11 @@
-"""The rules take their file patterns from ``pflrepro.workflow``, written there once."""
+"""The rules take their file patterns from ``pflrepro.pipeline.workflow``, written there once."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-import pflrepro.workflow as W
+import pflrepro.pipeline.workflow as W
 from pflrepro.config import FIGURE_KINDS
 
 REPO = Path(__file__).resolve().parents[2]

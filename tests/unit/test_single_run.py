@@ -13,10 +13,10 @@ import yaml
 from pflrepro.algorithms.registry import INFOS
 from pflrepro.cli import main
 from pflrepro.config import ConfigError, RunKey, canonical_json, check
+from pflrepro.config.schema import build_schema
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import PARTITIONERS
-from pflrepro.schema import build_schema
-from pflrepro.single import SingleRun, single_run_config
+from pflrepro.pipeline.single import SingleRun, single_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--dataset", "digits", "--partition", "practical", "--clients", "4",

@@ -1,4 +1,4 @@
-"""The `pflrepro status` scanner (pflrepro.status) and its command."""
+"""The `pflrepro status` scanner (pflrepro.pipeline.status) and its command."""
 
 import os
 import time
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pflrepro.cli import main
-from pflrepro.status import format_status, job_status
+from pflrepro.pipeline.status import format_status, job_status
 
 
 def _job(root: Path, log: str | None, run: bool = False, age_s: float = 0.0,
@@ -29,7 +29,7 @@ def _job(root: Path, log: str | None, run: bool = False, age_s: float = 0.0,
 
 
 def test_status_classifies_jobs(tmp_path: Path) -> None:
-    prefix = "2026-01-01 10:00:00,000 INFO pflrepro.progress: "
+    prefix = "2026-01-01 10:00:00,000 INFO pflrepro.store.progress: "
     _job(tmp_path, prefix.replace("progress", "run") + "fedavg: 3 rounds in 1.5 s\n",
          run=True, key="e/p/m/split0-seed0")
     _job(tmp_path, prefix + "round 2/5: mean acc 0.5000, weighted acc 0.5000, loss 1.0, "
@@ -64,7 +64,7 @@ def test_status_command_on_an_empty_directory(tmp_path: Path,
 def test_status_lists_tuning_selections_that_may_miss_their_optimum(tmp_path: Path) -> None:
     import pandas as pd
 
-    from pflrepro.status import tuning_warnings
+    from pflrepro.pipeline.status import tuning_warnings
 
     root = tmp_path / "results/tuning/e"
     root.mkdir(parents=True)

@@ -10,7 +10,7 @@ from pflrepro.data.store import (
     load_extras,
     write_dataset,
 )
-from pflrepro.io import write_digest
+from pflrepro.store.io import write_digest
 
 
 def toy(n: int = 50, shape=(3, 4, 4), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 from _table_helpers import make_run, two_run_aggregate
 
 from pflrepro.reporting.tables import accuracy_table, write_table
-from pflrepro.results import MetricLog
+from pflrepro.store.results import MetricLog
 
 
 # ------------------------------------------------------------------ accuracy table
@@ -302,7 +302,7 @@ def test_bad_labels_raise(tmp_path) -> None:
 def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
     from pflrepro.reporting.accuracy import run_accuracies
     from pflrepro.reporting.render import tidy_table
-    from pflrepro.results import DIVERGED
+    from pflrepro.store.results import DIVERGED
 
     ok = make_run({0: [0.1, 0.1], 5: [0.5, 0.9]}, method="fedavg", split_seed=0)
     bad = make_run({0: [0.1, 0.1], 3: [0.1, 0.1]}, method="fedavg", split_seed=1)
@@ -334,7 +334,7 @@ def test_diverged_runs_are_counted_marked_and_explained(tmp_path) -> None:
 
 def test_a_method_that_never_split_is_named_under_the_table(tmp_path) -> None:
     from pflrepro.reporting.accuracy import one_cluster_methods
-    from pflrepro.results import CLUSTER
+    from pflrepro.store.results import CLUSTER
 
     def with_clusters(run: pd.DataFrame, ids: Mapping[int, Sequence[int]]) -> pd.DataFrame:
         log = MetricLog()

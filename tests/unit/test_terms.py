@@ -1,8 +1,8 @@
-"""pflrepro.terms: gradient terms, by hand, per client and stacked."""
+"""pflrepro.training.terms: gradient terms, by hand, per client and stacked."""
 
 import torch
 
-from pflrepro.terms import Offset, Proximal, add_terms
+from pflrepro.training.terms import Offset, Proximal, add_terms
 
 P = {"w": torch.tensor([[1.0, 2.0]]), "b": torch.tensor([0.5])}
 A = {"w": torch.tensor([[0.0, 4.0]]), "b": torch.tensor([0.5])}

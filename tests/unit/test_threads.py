@@ -1,4 +1,4 @@
-"""pflrepro.threads: clients on CPU threads (``ClientThreads``): same bits as a plain loop."""
+"""pflrepro.training.threads: clients on CPU threads (``ClientThreads``), same bits as a loop."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 import torch
 from _fl_helpers import make_data, make_engine
 
-from pflrepro import results as R
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.data.federated import FederatedData
-from pflrepro.engine import Engine
-from pflrepro.training import TrainingConfig
+from pflrepro.store import results as R
+from pflrepro.training.engine import Engine
+from pflrepro.training.settings import TrainingConfig
 
 # enough clients and samples for every method (FedFomo holds out validation data,
 # Clustered FL and FedAMP need several clients)

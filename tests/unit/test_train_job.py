@@ -1,4 +1,4 @@
-"""pflrepro.train_job: the run spec and one complete small run on the digits data set."""
+"""pflrepro.pipeline.train_job: the run spec and one complete small run on the digits data set."""
 
 import json
 
@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
-from pflrepro import results as R
-from pflrepro import train_job as train_job_module
 from pflrepro.data.datasets import prepare_dataset
 from pflrepro.data.partition import from_spec, write_partition
 from pflrepro.data.store import load_dataset
-from pflrepro.train_job import RunSpec, run
-from pflrepro.training import TrainingConfig
+from pflrepro.pipeline import train_job as train_job_module
+from pflrepro.pipeline.train_job import RunSpec, run
+from pflrepro.store import results as R
+from pflrepro.training.settings import TrainingConfig
 
 CLIENTS = 4
 ROUNDS = 2

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from pflrepro import results as R
 from pflrepro import tuning as T
 from pflrepro.data.federated import FederatedData
+from pflrepro.reporting import tuning_note as TN
+from pflrepro.store import results as R
 
 
 def _partition() -> pd.DataFrame:
@@ -218,18 +219,18 @@ def test_table_notes_name_grid_and_selection_and_check_the_runs() -> None:
              "criterion": "best_mean", "rounds": 10, "seeds": [0], "fraction": 0.2,
              "selection": {}}]   # no heurfedamp run in the table: no note
     runs = _final_runs({"init": "shared", "sigma": 1e-3, "alpha": 5e-5, "lam": 5e-6})
-    notes = T.table_notes(spec, runs, labels={"p": "practical"})
+    notes = TN.table_notes(spec, runs, labels={"p": "practical"})
     # short: the selected values and the tuning table, which says how and from what
     assert notes == ["FedAMP: chosen on validation, practical: sigma=0.001 (the grid's highest "
                      "value), prox=0.1 (the grid's lowest value) (every value tried: "
                      "results/tuning/e/fedamp.md)."]
     # runs trained with other values than the selection's: the note would lie
     with pytest.raises(ValueError, match="not the tuning selection"):
-        T.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))
+        TN.table_notes(spec, _final_runs({"sigma": 1e-5, "alpha": 5e-7, "lam": 5e-7}))
     # notes_for: what the table, paper-vs-ours, communication and cost jobs call
-    assert T.notes_for(json.dumps(spec), runs, labels={"p": "practical"}) == notes
-    assert T.notes_for(None, runs) == [] and T.notes_for("[]", runs) == []
-    assert T.notes_for(json.dumps(spec), None) == []  # a paper table with no runs yet
+    assert TN.notes_for(json.dumps(spec), runs, labels={"p": "practical"}) == notes
+    assert TN.notes_for(None, runs) == [] and TN.notes_for("[]", runs) == []
+    assert TN.notes_for(json.dumps(spec), None) == []  # a paper table with no runs yet
 
 
 def test_score_trials_record_the_budgets_last_round() -> None:
@@ -275,6 +276,6 @@ def test_a_shared_training_note_names_every_method_and_the_selecting_one() -> No
              "rounds": 20, "seeds": [0], "fraction": 0.2, "selection": selection}]
     runs = pd.DataFrame([{"experiment": "e", "method": "fedavg", "partition": "p",
                           "split_seed": 0, "train_seed": 0, "params": "{}"}])
-    (text,) = T.table_notes(spec, runs)
+    (text,) = TN.table_notes(spec, runs)
     assert text == ("Every method's training settings (by FedAvg's score): chosen on validation, "
                     "p: lr=0.2 (every value tried: results/tuning/e/fedavg.md).")

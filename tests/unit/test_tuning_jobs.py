@@ -1,4 +1,4 @@
-"""pflrepro.tuning_jobs: the tune-select job and the tuning and final runs' specs."""
+"""pflrepro.pipeline.tuning_jobs: the tune-select job and the tuning and final runs' specs."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from test_tuning_training import _shared, _wildcards
 
-import pflrepro.tuning_jobs as TJ
-import pflrepro.tuning_training as TT
-import pflrepro.workflow as W
-from pflrepro import results as R
+import pflrepro.pipeline.tuning_jobs as TJ
+import pflrepro.pipeline.workflow as W
+import pflrepro.tuning.shared as TT
 from pflrepro import tuning as T
 from pflrepro.config import parse
+from pflrepro.store import results as R
 
 
 def _curve_run(curve: list[float]) -> pd.DataFrame:
@@ -24,7 +24,7 @@ def _curve_run(curve: list[float]) -> pd.DataFrame:
 
 
 def test_select_job_writes_outputs(tmp_path) -> None:  # noqa: ANN001
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     points = [{"sigma": 1e-5}, {"sigma": 1e-3}]
     paths = []
@@ -81,7 +81,7 @@ def _fedavg_run(curve: list[float]) -> pd.DataFrame:
 
 
 def test_select_job_picks_the_lr_by_fedavgs_validation_score(tmp_path: Path) -> None:
-    from pflrepro.io import write_parquet
+    from pflrepro.store.io import write_parquet
 
     # FedAvg's last-round validation accuracy per lr: 0.2 wins (criterion final_mean)
     curves = {0.05: [0.3, 0.5], 0.2: [0.4, 0.8], 0.4: [0.9, 0.6]}

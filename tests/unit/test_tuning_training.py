@@ -1,4 +1,4 @@
-"""pflrepro.tuning_training: a shared training setting selected by one method's score."""
+"""pflrepro.tuning.shared: a shared training setting selected by one method's score."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import pflrepro.tuning_jobs as TJ
-import pflrepro.tuning_training as TT
-import pflrepro.workflow as W
+import pflrepro.pipeline.tuning_jobs as TJ
+import pflrepro.pipeline.workflow as W
+import pflrepro.tuning.shared as TT
 from pflrepro import tuning as T
 from pflrepro.config import ConfigError, parse
 

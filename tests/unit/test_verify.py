@@ -10,8 +10,8 @@ import pandas as pd
 
 from pflrepro.cli import main
 from pflrepro.data.store import write_dataset
-from pflrepro.io import DAMAGED_MTIME, digest_path, write_parquet
-from pflrepro.verify import verify
+from pflrepro.pipeline.verify import verify
+from pflrepro.store.io import DAMAGED_MTIME, digest_path, write_parquet
 
 
 def _results(tmp_path: Path) -> Path:
@@ -109,8 +109,8 @@ def _written_by_commands(results: Path) -> dict[str, Path]:
     """A table and a partition report, written as their commands write them."""
     import argparse
 
-    from pflrepro.io import write_text
-    from pflrepro.records import record_outputs
+    from pflrepro.store.io import write_text
+    from pflrepro.store.records import record_outputs
 
     table = results / "tables/tiny.md"
     clients = results / "partitions/toy/p/split0-clients.csv"

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import pflrepro.workflow as W
+import pflrepro.pipeline.workflow as W
 from pflrepro.config import ConfigError, parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -267,7 +267,7 @@ def test_rate_limiter_is_dropped_in_a_real_local_snakemake_run(tmp_path: Path) -
     import sys
 
     (tmp_path / "Snakefile").write_text(
-        "import pflrepro.workflow as W\n"
+        "import pflrepro.pipeline.workflow as W\n"
         "onstart:\n"
         "    print('limiter dropped:', W.drop_local_rate_limiter(workflow),\n"
         "          workflow.scheduler.job_rate_limiter)\n"

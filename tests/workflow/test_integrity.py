@@ -18,7 +18,7 @@ import pytest
 import yaml
 from _wf import TINY, new_workdir, planned_jobs, snakemake
 
-from pflrepro.io import DAMAGED_MTIME
+from pflrepro.store.io import DAMAGED_MTIME
 
 pytestmark = [pytest.mark.workflow, pytest.mark.workflow_full]
 
@@ -71,7 +71,7 @@ def _damage_keep_mtime(data: Path, damage: str) -> None:
 
 
 def test_damaged_prepared_data_is_prepared_again(tmp_path: Path) -> None:
-    from pflrepro.verify import verify
+    from pflrepro.pipeline.verify import verify
 
     work = new_workdir(tmp_path / "wf")
     snakemake(work, "--until", "partition")

@@ -62,8 +62,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def rule_all(work: Path) -> list[str]:
     """The inputs of the smoke grid's ``rule all`` (common.smk's all_targets)."""
+    import pflrepro.pipeline.workflow as W
     import pflrepro.reporting.flops as FL
-    import pflrepro.workflow as W
     from pflrepro.config import parse
     from pflrepro.reporting.claims.parse import load_claims
     from pflrepro.reporting.paper import load_paper_numbers

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from _wf import new_workdir, planned_jobs, snakemake, start_snakemake
 
-from pflrepro.io import DAMAGED_MTIME
+from pflrepro.store.io import DAMAGED_MTIME
 
 TINY = Path(__file__).with_name("config.yaml")
 RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
@@ -219,7 +219,7 @@ def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
     assert failed.returncode != 0, failed.stdout + failed.stderr
     aside = path.with_name(path.name + ".corrupt-1")
     assert aside.read_bytes() == original[: len(original) // 2]
-    # the damaged file stays in place, dated at the epoch (pflrepro.io.mark_damaged), so
+    # the damaged file stays in place, dated at the epoch (pflrepro.store.io.mark_damaged), so
     # that jobs reading it fail naming it instead of Snakemake's "Missing files"
     assert path.stat().st_mtime == DAMAGED_MTIME
     snakemake(built)  # the damaged file is older than its inputs now: this rebuilds it

@@ -8,12 +8,12 @@ import os
 import shlex
 import warnings
 
-import pflrepro.workflow as W
-import pflrepro.tuning_jobs as TJ
+import pflrepro.pipeline.workflow as W
+import pflrepro.pipeline.tuning_jobs as TJ
 import pflrepro.config as C
-import pflrepro.other_configs as OC
-from pflrepro.config_checks import located, refuse_periodic_names
-from pflrepro.data_targets import prepared_arrays
+import pflrepro.pipeline.other_configs as OC
+from pflrepro.config.errors import located, refuse_periodic_names
+from pflrepro.pipeline.data_targets import prepared_arrays
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 import pflrepro.reporting.flops as FL
@@ -117,7 +117,7 @@ def train_public_inputs(wildcards):
 
 # Shell words. Every placeholder of a rule's shell command is quoted ({x:q}; a list
 # becomes one quoted word per item), so the adapters below that give several arguments
-# return them as lists: pflrepro.workflow writes them as shell text (quoted where a value
+# return them as lists: pflrepro.pipeline.workflow writes them as shell text (quoted where a value
 # may hold a space), and shlex.split gives back the words it quoted.
 def words(text):
     return shlex.split(text)

@@ -1,6 +1,6 @@
 # A file of another shipped config's experiment or table (a demo figure named without
 # the demo profile): instead of Snakemake's MissingRuleException, planning stops with
-# one line naming the config, and the profile, that make it (pflrepro.other_configs).
+# one line naming the config, and the profile, that make it (pflrepro.pipeline.other_configs).
 # The rule matches only the paths of names the loaded config lacks; its input function
 # stops the planning, so its command (which prints the same line) never runs. Its input
 # function and names: common.smk (other_config_hint, OTHER_NAMES).

@@ -27,7 +27,7 @@
 #    NotADirectoryError.
 # 5. A lock on this directory (.snakemake/locks): say whether a Snakemake still runs
 #    here (wait) or none does (then --unlock is safe), before Snakemake's own message,
-#    which advises --unlock either way (pflrepro.locks). Only the main process says it.
+#    which advises --unlock either way (pflrepro.store.locks). Only the main process says it.
 
 import os
 import sys
@@ -57,7 +57,7 @@ PFLREPRO_PYTHON = Path(
 PFLREPRO_SRC = Path(os.path.dirname(_OWN_SOURCE))
 
 import pflrepro.config as C
-import pflrepro.workflow as W
+import pflrepro.pipeline.workflow as W
 
 
 for _dir in W.output_dirs():
@@ -72,7 +72,7 @@ try:
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
-from pflrepro.locks import lock_note
+from pflrepro.store.locks import lock_note
 
 if getattr(workflow, "is_main_process", True) and (_note := lock_note(os.getcwd())):
     print(_note, file=sys.stderr)

@@ -115,7 +115,7 @@ rule claims:
 
 
 # One plot rule per figure kind, `plot_<kind>`, made from the kind's declaration (its
-# figure module's KIND: pflrepro.reporting.figures.kinds): output files, input, and the
+# figure module's KIND: pflrepro.config.figure_kinds): output files, input, and the
 # `pflrepro plot` options it takes (figure_options). The report's caption of each is
 # the kind's caption, found by the rule's name (workflow/report/figure.rst).
 for figure in W.figure_rule_kinds():

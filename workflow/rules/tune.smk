@@ -6,7 +6,7 @@
 # into their spec (train.smk: params.spec = final_run_spec). The selection file is an
 # ancient() input of the train jobs and rewritten only when its content changes, so a
 # changed grid or budget reruns the tuning and then only the final runs whose selected
-# values changed (their spec changed). A `tune: training:` block (pflrepro.tuning_training)
+# values changed (their spec changed). A `tune: training:` block (pflrepro.tuning.shared)
 # is tuned as its `by` method's grid; every final run of the experiment reads that
 # selection (common.smk: tuning_selection_input, final_run_spec). The input functions:
 # common.smk.

@@ -4,6 +4,10 @@ Importing this package imports no algorithm module (and so no torch). Names,
 summaries and hyperparameters come from :mod:`pflrepro.algorithms.registry`, which
 imports every method's module on its first read; :func:`get_algorithm` imports one
 algorithm's module when its class is needed.
+
+Layer (tests/unit/test_layers.py): the methods, on the training core; they may
+import :mod:`pflrepro.training`, :mod:`pflrepro.data`, :mod:`pflrepro.models` and
+:mod:`pflrepro.store`, nothing above.
 """
 
 from pflrepro.algorithms.base import ALGORITHMS, Algorithm, get_algorithm

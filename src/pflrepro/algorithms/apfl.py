@@ -23,8 +23,8 @@ is evaluated); the averaging is size-weighted (the paper averages uniformly over
 sampled clients; the weights coincide for equal client sizes).
 
 Training path: the local update is the shared objective
-:class:`pflrepro.objectives.MixedPair` (w and v_i in one parameter dict, α_i in the
-optimiser state), trained by :meth:`pflrepro.engine.Engine.train` for all clients at
+:class:`pflrepro.training.objectives.MixedPair` (w and v_i in one parameter dict, α_i in the
+optimiser state), trained by :meth:`pflrepro.training.engine.Engine.train` for all clients at
 once: the per-client loop on the CPU (the same arithmetic as this file's former own
 loop, byte for byte), vmapped on CUDA.
 """
@@ -38,7 +38,8 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import (
+from pflrepro.store.results import MetricLog
+from pflrepro.training.objectives import (
     MixedPair,
     join_pair,
     join_pair_states,
@@ -46,9 +47,8 @@ from pflrepro.objectives import (
     split_pair,
     split_pair_states,
 )
-from pflrepro.optim import Params
-from pflrepro.params import stack, take, weighted_mean
-from pflrepro.results import MetricLog
+from pflrepro.training.optim import Params
+from pflrepro.training.params import stack, take, weighted_mean
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,9 +3,9 @@
 A method is one module, ``pflrepro/algorithms/<name>.py``, holding everything about
 it: its ``Hyper`` dataclass (fields declared with
 :func:`~pflrepro.algorithms.registry.hyper`: doc, default, bounds), its summary, the
-metrics it records, the gradient terms (:mod:`pflrepro.terms`) its local training
+metrics it records, the gradient terms (:mod:`pflrepro.training.terms`) its local training
 adds, and the class below with its client update and its server (or peer)
-aggregation. The :class:`~pflrepro.engine.Engine` owns the round loop and the shared
+aggregation. The :class:`~pflrepro.training.engine.Engine` owns the round loop and the shared
 mechanics (data, mini-batches, seeding, local training on either path, evaluation);
 an algorithm only says what happens in one round and how client ``k`` predicts:
 
@@ -20,7 +20,7 @@ an algorithm only says what happens in one round and how client ``k`` predicts:
   every round.
 
 Client models are held *stacked*: one tensor per parameter with a leading client (or
-component) dimension (:mod:`pflrepro.params`), so local training can run all clients
+component) dimension (:mod:`pflrepro.training.params`), so local training can run all clients
 at once.
 
 Adding a method is that file, its test and a config entry: the registry
@@ -49,17 +49,17 @@ from pflrepro.algorithms.registry import (
     hyper,
     parse_hyper,
 )
+from pflrepro.training.method import State
 
 if TYPE_CHECKING:
     import torch
 
-    from pflrepro.engine import Engine
-    from pflrepro.results import MetricLog
+    from pflrepro.store.results import MetricLog
+    from pflrepro.training.engine import Engine
 
 __all__ = ["ALGORITHMS", "Algorithm", "NoHyper", "State", "get_algorithm", "hyper",
            "parse_hyper", "register_algorithm", "source_file"]
 
-State = dict[str, Any]
 
 
 class Algorithm(ABC):

@@ -42,9 +42,9 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.optim import Params
-from pflrepro.params import stack, take, weighted_mean
-from pflrepro.results import CLUSTER, MetricLog
+from pflrepro.store.results import CLUSTER, MetricLog
+from pflrepro.training.optim import Params
+from pflrepro.training.params import stack, take, weighted_mean
 
 
 @dataclasses.dataclass(frozen=True)

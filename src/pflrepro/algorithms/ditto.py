@@ -9,7 +9,7 @@ the global model w^t:
    results weighted by training-set size into w^{t+1};
 2. every client k updates its personal model v_k by local steps on
    h_k(v) = F_k(v) + (λ/2) ‖v − w^t‖²: each step's gradient gets λ (v − w^t)
-   (:class:`~pflrepro.terms.Proximal`), anchored at the round's *starting* global model.
+   (:class:`~pflrepro.training.terms.Proximal`), anchored at the round's *starting* global model.
 
 Client k predicts with v_k. λ = 0 is local training from the shared start; λ → ∞
 pulls every v_k onto the global model.
@@ -44,9 +44,9 @@ import torch
 from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
 from pflrepro.algorithms.registry import hyper
-from pflrepro.optim import Params
-from pflrepro.params import put_rows, rows, stack, take
-from pflrepro.terms import GradTerm, Proximal
+from pflrepro.training.optim import Params
+from pflrepro.training.params import put_rows, rows, stack, take
+from pflrepro.training.terms import GradTerm, Proximal
 
 
 @dataclasses.dataclass(frozen=True)

@@ -61,10 +61,10 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper, require_positive
-from pflrepro.optim import Params
-from pflrepro.params import take
-from pflrepro.results import MODEL_DISTANCE, WEIGHT, MetricLog
-from pflrepro.terms import GradTerm, Proximal
+from pflrepro.store.results import MODEL_DISTANCE, WEIGHT, MetricLog
+from pflrepro.training.optim import Params
+from pflrepro.training.params import take
+from pflrepro.training.terms import GradTerm, Proximal
 
 if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime import here
     pass

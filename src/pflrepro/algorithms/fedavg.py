@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.params import put_rows, rows, stack, weighted_mean
-from pflrepro.terms import GradTerm
+from pflrepro.training.params import put_rows, rows, stack, weighted_mean
+from pflrepro.training.terms import GradTerm
 
 
 class FedAvgBase(Algorithm):

@@ -63,7 +63,7 @@ Choices where the paper or the reference is silent, or where this project deviat
 With one architecture and ``server_steps: 0`` this is FedAvg exactly (same bits).
 
 Training path (issue 28): the clients' local training goes through
-:meth:`pflrepro.engine.Engine.train` (one call per architecture group). The server's
+:meth:`pflrepro.training.engine.Engine.train` (one call per architecture group). The server's
 distillation does not, by design: it trains one student per architecture (different
 parameter shapes, so no client dimension to stack or vectorise), for up to
 ``server_steps`` steps of its own Adam at ``server_lr`` with a per-step cosine schedule,
@@ -83,10 +83,10 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.distillation import distill_loss_and_grad
-from pflrepro.optim import Optimizer, OptState, Params
-from pflrepro.params import stack, take, weighted_mean
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, torch_generator
+from pflrepro.training.distillation import distill_loss_and_grad
+from pflrepro.training.optim import Optimizer, OptState, Params
+from pflrepro.training.params import stack, take, weighted_mean
 
 log = logging.getLogger(__name__)
 

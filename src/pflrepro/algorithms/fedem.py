@@ -29,8 +29,8 @@ stays 0 (plain EM); the reported training loss of client i is Σ_m of the mean
 weighted M-step batch loss of component m (the q-weighted loss the M-step minimises).
 
 Training path: component m's M-step of every client is one call of
-:meth:`pflrepro.engine.Engine.train` with the per-sample weights q_s(m) as the shared
-objective :class:`pflrepro.objectives.SampleWeighted` (one weight row per client over
+:meth:`pflrepro.training.engine.Engine.train` with the per-sample weights q_s(m) as the shared
+objective :class:`pflrepro.training.objectives.SampleWeighted` (one weight row per client over
 the data set's rows): the per-client loop on the CPU (byte-identical to this file's
 former own loop), vmapped on CUDA.
 """
@@ -45,9 +45,9 @@ import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import SampleWeighted
-from pflrepro.params import stack, take, weighted_mean
-from pflrepro.results import WEIGHT, MetricLog
+from pflrepro.store.results import WEIGHT, MetricLog
+from pflrepro.training.objectives import SampleWeighted
+from pflrepro.training.params import stack, take, weighted_mean
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,9 +76,9 @@ arbitrary); the M-step's gradient terms of the users are summed in the order of 
 clients.
 
 Training path (issue 28): the M-step trains every model k in one
-:meth:`pflrepro.engine.Engine.train` call with the objective
-:class:`~pflrepro.objectives.PeerWeighted`: per model, one stream per user i that used
-it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.objectives.Stream` with
+:meth:`pflrepro.training.engine.Engine.train` call with the objective
+:class:`~pflrepro.training.objectives.PeerWeighted`: per model, one stream per user i that used
+it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.training.objectives.Stream` with
 ``client=i``: the owner's with purpose ``local``, another user's with
 ``federico_mstep_<k>``; with ``mstep: full`` a ``whole`` stream, D_i in stored order),
 coefficient c_ik; the call's own batches go unused. On the per-client loop (the CPU)
@@ -99,10 +99,10 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import PeerWeighted, Stream
-from pflrepro.params import take
-from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import numpy_generator
+from pflrepro.store.results import WEIGHT, MetricLog
+from pflrepro.training.objectives import PeerWeighted, Stream
+from pflrepro.training.params import take
 
 
 @dataclasses.dataclass(frozen=True)

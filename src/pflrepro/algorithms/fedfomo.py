@@ -96,13 +96,13 @@ import torch.nn.functional as F
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.optim import Params
-from pflrepro.params import put, put_rows, rows, take
-from pflrepro.results import WEIGHT, MetricLog
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
+from pflrepro.store.results import WEIGHT, MetricLog
+from pflrepro.training.optim import Params
+from pflrepro.training.params import put, put_rows, rows, take
 
 if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
-    from pflrepro.engine import Engine
+    from pflrepro.training.engine import Engine
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,9 +90,9 @@ Choices where the paper's text is silent (ours, configurable where marked):
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
   column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
 
-Local steps: the shared objective :class:`pflrepro.objectives.GatedExperts` (experts and
+Local steps: the shared objective :class:`pflrepro.training.objectives.GatedExperts` (experts and
 gate in one parameter dict; an expert without a step gets a zero gradient), trained by
-:meth:`pflrepro.engine.Engine.train` (loop on the CPU, vmapped on CUDA). Measurements
+:meth:`pflrepro.training.engine.Engine.train` (loop on the CPU, vmapped on CUDA). Measurements
 behind the defaults: docs/methods/fedmix.md.
 """
 
@@ -106,17 +106,17 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import (
+from pflrepro.seeding import SETUP_ROUND, torch_generator
+from pflrepro.store.results import EXPERT_POSTERIOR, GATE_MASS, MetricLog
+from pflrepro.training.objectives import (
     EXPERT_LOSS_KEY,
     GatedExperts,
     gate_logits,
     join_experts,
     split_experts,
 )
-from pflrepro.optim import Params
-from pflrepro.params import RunningMean, put, stack, take
-from pflrepro.results import EXPERT_POSTERIOR, GATE_MASS, MetricLog
-from pflrepro.seeding import SETUP_ROUND, torch_generator
+from pflrepro.training.optim import Params
+from pflrepro.training.params import RunningMean, put, stack, take
 
 OBJECTIVES = ("bound", "marginal")
 #: What q(z | ...) is conditioned on (``posterior``; see the module docstring).

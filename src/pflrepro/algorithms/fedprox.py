@@ -30,7 +30,7 @@ import torch
 from pflrepro.algorithms.base import State, register_algorithm
 from pflrepro.algorithms.fedavg import FedAvgBase
 from pflrepro.algorithms.registry import hyper
-from pflrepro.terms import GradTerm, Proximal
+from pflrepro.training.terms import GradTerm, Proximal
 
 
 @dataclasses.dataclass(frozen=True)

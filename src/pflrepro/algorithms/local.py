@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.params import put_rows, rows, take
+from pflrepro.training.params import put_rows, rows, take
 
 
 @register_algorithm

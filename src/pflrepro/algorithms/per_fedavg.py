@@ -55,8 +55,8 @@ Choices where the paper is silent, or where this project differs from it:
   step (one more batch and a double backward).
 
 Training path: the local MAML steps are the shared objective
-:class:`pflrepro.objectives.MAML` (the inner and Hessian batches as its extra seeded
-streams), trained by :meth:`pflrepro.engine.Engine.train` for the round's
+:class:`pflrepro.training.objectives.MAML` (the inner and Hessian batches as its extra seeded
+streams), trained by :meth:`pflrepro.training.engine.Engine.train` for the round's
 participants at once: the per-client loop on the CPU (byte-identical to this file's
 former own loop), vmapped on CUDA.
 """
@@ -70,10 +70,10 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import MAML
-from pflrepro.objectives import hessian_vector_product as _hvp
-from pflrepro.optim import OptState, Params
-from pflrepro.params import stack, weighted_mean
+from pflrepro.training.objectives import MAML
+from pflrepro.training.objectives import hessian_vector_product as _hvp
+from pflrepro.training.optim import OptState, Params
+from pflrepro.training.params import stack, weighted_mean
 
 #: Mini-batch stream of the inner step's batch D (temp = w − α ∇f(w; D)).
 INNER = "maml_inner"

@@ -35,8 +35,8 @@ Choices where the text is silent (and this project's issue specifies):
 * c ≤ m is required (k-means cannot make more clusters than points).
 
 Training path: the local steps are the shared objective
-:class:`pflrepro.objectives.Distill` (the public batch its extra seeded stream, each
-client's centroid its target), trained by :meth:`pflrepro.engine.Engine.train` once
+:class:`pflrepro.training.objectives.Distill` (the public batch its extra seeded stream, each
+client's centroid its target), trained by :meth:`pflrepro.training.engine.Engine.train` once
 per architecture for the round's participants of that architecture: the per-client
 loop on the CPU (byte-identical to this file's former own loop), vmapped on CUDA.
 """
@@ -50,10 +50,10 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.objectives import Distill
-from pflrepro.optim import OptState, Params
-from pflrepro.params import take
 from pflrepro.seeding import NO_CLIENT, derive_seed
+from pflrepro.training.objectives import Distill
+from pflrepro.training.optim import OptState, Params
+from pflrepro.training.params import take
 
 
 @dataclasses.dataclass(frozen=True)

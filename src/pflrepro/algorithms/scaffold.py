@@ -31,12 +31,12 @@ import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.optim import Params
-from pflrepro.params import put, rows, stack, take, weighted_mean
-from pflrepro.terms import Offset
+from pflrepro.training.optim import Params
+from pflrepro.training.params import put, rows, stack, take, weighted_mean
+from pflrepro.training.terms import Offset
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
-    from pflrepro.engine import Engine
+    from pflrepro.training.engine import Engine
 
 
 @dataclasses.dataclass(frozen=True)

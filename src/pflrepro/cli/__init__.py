@@ -24,6 +24,8 @@ For people rather than rules::
                        --partition-option groups=2 --rounds 20 [--out RUN.parquet]
     pflrepro list      [methods|datasets|partitions]
     pflrepro status    [--results results --logs logs] [--config config.yaml]
+
+Layer (tests/unit/test_layers.py): the top; it may import every other layer.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "job's shell or the Snakemake running it ends (Linux)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from pflrepro.commands import add_subcommands as add_commands  # prepare, grid-projection
+    from pflrepro.cli.commands import add_subcommands as add_commands  # prepare, grid-projection
 
     add_commands(sub)
     for group in (data, training, reporting, people):
@@ -64,13 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
 
     add_subcommands(sub)
-    from pflrepro.tuning_jobs import add_subcommands as add_tuning  # tune-split, tune-select
+    from pflrepro.pipeline.tuning_jobs import (
+        add_subcommands as add_tuning,  # tune-split, tune-select
+    )
 
     add_tuning(sub)
-    from pflrepro.extra_commands import add_subcommands as add_extra  # other-config, ...
+    from pflrepro.cli.extra import add_subcommands as add_extra  # other-config, ...
 
     add_extra(sub)
-    from pflrepro.cli_support import group_help
+    from pflrepro.cli.support import group_help
 
     group_help(parser, sub)
     return parser
@@ -78,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; known input errors print one line and return 1."""
-    from pflrepro.checkpoint import Interrupted
-    from pflrepro.cli_support import check_source, run_command
-    from pflrepro.records import record_outputs
+    from pflrepro.cli.support import check_source, run_command
+    from pflrepro.store.checkpoint import Interrupted
+    from pflrepro.store.records import record_outputs
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -91,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.require_source is not None:
             check_source(args.require_source)
         if args.require_source is not None or args.exit_with_parent:  # a workflow job
-            from pflrepro.lifeline import exit_with_parent
+            from pflrepro.store.lifeline import exit_with_parent
 
             exit_with_parent()
         args.func(args)

@@ -31,7 +31,7 @@ def _partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
 
 def _partition_stats(args: argparse.Namespace) -> None:
     from pflrepro.data.stats import partition_stats, summary_stats
-    from pflrepro.io import write_csv, write_text
+    from pflrepro.store.io import write_csv, write_text
 
     frame, labels, num_classes = _partition_labels(args.data, args.partition)
     per_client = partition_stats(frame, labels, num_classes)

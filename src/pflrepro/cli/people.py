@@ -24,21 +24,21 @@ def _positive_minutes(text: str) -> float:
 
 
 def _list(args: argparse.Namespace) -> None:
-    from pflrepro.listing import render
+    from pflrepro.pipeline.listing import render
 
     cfg = None
     paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
                             and args.what == "hyperparameters" else [])
     if paths:
         from pflrepro.config import check_config_paths
-        from pflrepro.schema import build_schema
+        from pflrepro.config.schema import build_schema
 
         cfg = check_config_paths(paths, build_schema())
     sys.stdout.write(render(args.what, cfg))
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pflrepro.status import format_status, iter_expected, job_status, tuning_warnings
+    from pflrepro.pipeline.status import format_status, iter_expected, job_status, tuning_warnings
 
     results = Path(args.results)
     if not results.is_dir():
@@ -48,7 +48,7 @@ def _status(args: argparse.Namespace) -> None:
     expected: list[tuple[str, str, str, str]] = []
     if args.config:
         from pflrepro.config import check_config_paths
-        from pflrepro.schema import build_schema
+        from pflrepro.config.schema import build_schema
 
         cfg = check_config_paths(args.config, build_schema())
         expected = [k for name, e in cfg.experiments.items() if e.scale == cfg.scale
@@ -59,7 +59,7 @@ def _status(args: argparse.Namespace) -> None:
 
 
 def _verify(args: argparse.Namespace) -> None:
-    from pflrepro.verify import verify
+    from pflrepro.pipeline.verify import verify
 
     checked, findings = verify(args.results, adopt=args.adopt)
     for finding in findings:
@@ -75,8 +75,8 @@ def _verify(args: argparse.Namespace) -> None:
 
 
 def _schema(args: argparse.Namespace) -> None:
-    from pflrepro.io import write_text
-    from pflrepro.schema import SCHEMA_PATH, render
+    from pflrepro.config.schema import SCHEMA_PATH, render
+    from pflrepro.store.io import write_text
 
     text = render()
     if args.write:
@@ -87,7 +87,7 @@ def _schema(args: argparse.Namespace) -> None:
 
 def _check_config(args: argparse.Namespace) -> None:
     from pflrepro.config import check_config_paths
-    from pflrepro.schema import build_schema
+    from pflrepro.config.schema import build_schema
 
     cfg = check_config_paths(args.configs, build_schema())
     chosen = sum(e.scale == cfg.scale for e in cfg.experiments.values())

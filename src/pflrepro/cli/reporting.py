@@ -16,7 +16,7 @@ log = logging.getLogger("pflrepro")
 #: ``--tuning`` of the commands that write a table from runs (table, communication, cost,
 #: paper-vs-ours).
 TUNING_HELP = ("JSON: the tuned methods' grids and selections "
-               "(pflrepro.workflow.table_tuning_json); the note says how each value was "
+               "(pflrepro.pipeline.workflow.table_tuning_json); the note says how each value was "
                "chosen, and the runs must carry the selected values")
 
 
@@ -28,7 +28,7 @@ def _cost(args: argparse.Namespace) -> None:
     projected = None
     if args.project:
         from pflrepro.config import check_config_paths
-        from pflrepro.schema import build_schema
+        from pflrepro.config.schema import build_schema
 
         projected = projection(measured, check_config_paths(args.project, build_schema()),
                                scale=args.project_scale)
@@ -40,13 +40,13 @@ def _cost(args: argparse.Namespace) -> None:
 
 def _cost_tuning(args: argparse.Namespace) -> list[str]:
     """The cost table's tuning sentences: its runs' params checked against the selections."""
-    from pflrepro.tuning import notes_for
+    from pflrepro.reporting.tuning_note import notes_for
 
     if not args.tuning or not json.loads(args.tuning):
         return []
     import pandas as pd
 
-    from pflrepro.results import read_table
+    from pflrepro.store.results import read_table
 
     runs = pd.concat([read_table(p, columns=["experiment", "partition", "method",
                                              "split_seed", "params"]) for p in args.runs],
@@ -56,7 +56,7 @@ def _cost_tuning(args: argparse.Namespace) -> list[str]:
 
 
 def _aggregate(args: argparse.Namespace) -> None:
-    from pflrepro.results import aggregate
+    from pflrepro.store.results import aggregate
 
     rows = aggregate(args.inputs, args.out)
     log.info("aggregated %d runs, %d rows -> %s", len(args.inputs), rows, args.out)
@@ -66,7 +66,7 @@ def _read_aggregates(paths: Sequence[str]) -> Any:
     """Concatenate one or more aggregated Parquet files (each checked against its digest)."""
     import pandas as pd
 
-    from pflrepro.results import read_table
+    from pflrepro.store.results import read_table
 
     frames = [read_table(p) for p in paths]
     if not frames:
@@ -100,7 +100,7 @@ def _table(args: argparse.Namespace) -> None:
                            experiment_labels=experiment_labels, metric=args.metric,
                            experiments_order=args.experiments or None)
     caption = args.caption or CAPTIONS[args.metric]
-    from pflrepro.tuning import notes_for
+    from pflrepro.reporting.tuning_note import notes_for
 
     tuning = notes_for(args.tuning, agg, labels, experiment_labels)
     write_table(table, args.md, args.tex, args.csv, caption=caption, tuning=tuning)
@@ -110,7 +110,7 @@ def _communication(args: argparse.Namespace) -> None:
     from pflrepro.reporting.communication import communication_table, write_communication
 
     agg = _read_aggregates(args.aggregate)
-    from pflrepro.tuning import notes_for
+    from pflrepro.reporting.tuning_note import notes_for
 
     table = communication_table(agg, methods_order=args.methods or None)
     labels, experiment_labels = _labels(args.labels)
@@ -119,7 +119,7 @@ def _communication(args: argparse.Namespace) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
-    from pflrepro.reporting.figures.kinds import OPTIONS, figure_kind
+    from pflrepro.config.figure_kinds import OPTIONS, figure_kind
 
     kind = figure_kind(args.kind)
     needed = ("data", "partition") if kind.input == "partition" else ("aggregate",)
@@ -156,7 +156,7 @@ def _claims(args: argparse.Namespace) -> None:
         design = parse_design(args.design)
     else:  # the experiments' design from the config files, merged as check-config does
         from pflrepro.config import check_config_paths
-        from pflrepro.schema import build_schema
+        from pflrepro.config.schema import build_schema
 
         design = design_of(check_config_paths(args.config, build_schema()),
                            claim_experiments(claims, args.scale))
@@ -221,7 +221,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    "received, and final accuracy.")
     p.set_defaults(func=_communication)
 
-    from pflrepro.reporting.figures.kinds import KINDS, OPTIONS
+    from pflrepro.config.figure_kinds import KINDS, OPTIONS
 
     p = sub.add_parser("plot", help="draw a figure from an aggregate (or a partition)")
     p.add_argument("kind", choices=list(KINDS), help="the figure kind (one module of "

@@ -16,7 +16,7 @@ log = logging.getLogger("pflrepro")
 
 
 def _train(args: argparse.Namespace) -> None:
-    from pflrepro.train_job import Member, train_jobs
+    from pflrepro.pipeline.train_job import Member, train_jobs
 
     n = len(args.spec)
     for flag, values in (("--partition", args.partition), ("--out", args.out),
@@ -86,7 +86,7 @@ def _check_run_paths(out: str | None, work: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from pflrepro.single import SingleRun, single_run
+    from pflrepro.pipeline.single import SingleRun, single_run
 
     _check_run_paths(args.out, args.work)
     log.info("pflrepro run writes prepared data under %s, partitions and public sets under "

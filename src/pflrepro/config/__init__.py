@@ -1,9 +1,13 @@
 """The workflow config, parsed into frozen, typed objects.
 
 ``config.yaml`` is first checked against ``workflow/schemas/config.schema.yaml``
-(generated from the registries by :mod:`pflrepro.schema`); :func:`parse` then
+(generated from the registries by :mod:`pflrepro.config.schema`); :func:`parse` then
 builds these objects and checks what a schema cannot (references between sections,
 partition parameters). Every error names the offending key.
+
+Layer (tests/unit/test_layers.py): with :mod:`pflrepro.tuning`, what to run; it may
+import the store, models, data, training and algorithms layers, never reporting,
+pipeline or the CLI.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pflrepro.config.checks import (
            model_parameters_lower_bound,
            projected_sample_passes,
 )
+from pflrepro.config.errors import ConfigError
 from pflrepro.config.files import (
            check_config_files,
            check_config_paths,
@@ -56,7 +61,6 @@ from pflrepro.config.model import (
 )
 from pflrepro.config.parsing import parse
 from pflrepro.config.schema_check import check, check_schema
-from pflrepro.config_checks import ConfigError
 
 __all__ = ["CLIENT_COUNTED", "ConfigError", "DEFAULT_RESOURCES", "ExperimentConfig",
            "FIGURE_KINDS", "MAX_CLIENTS", "MAX_KERNEL", "MAX_MODEL_PARAMETERS",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pflrepro.algorithms.registry import algorithm_info, parse_hyper
+from pflrepro.config.errors import ConfigError
 from pflrepro.config.limits import (
     MAX_KERNEL,
     MAX_MODEL_PARAMETERS,
@@ -22,11 +23,10 @@ from pflrepro.config.limits import (
     _short,
 )
 from pflrepro.config.model import ExperimentConfig, MethodConfig
-from pflrepro.config_checks import ConfigError
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner
 from pflrepro.models import check_input_shape, check_model_options
-from pflrepro.training import TrainingConfig
+from pflrepro.training.settings import TrainingConfig
 
 _FINITE_TRAINING = {"lr": False, "momentum": True}
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from pflrepro.config.errors import ConfigError, located_check
 from pflrepro.config.model import WorkflowConfig
 from pflrepro.config.schema_check import check
-from pflrepro.config_checks import ConfigError, located_check
 
 
 # --------------------------------------------------------------------- config files

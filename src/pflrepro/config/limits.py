@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pflrepro.config_checks import ConfigError, boolean_text
-from pflrepro.reporting.figures.kinds import entries as figure_entries
+from pflrepro.config.errors import ConfigError, boolean_text
+from pflrepro.config.figure_kinds import entries as figure_entries
 
 SCALES = ("paper", "cpu")
 #: The entries an experiment's ``figures`` list may hold (each figure module declares
-#: its kind: :mod:`pflrepro.reporting.figures.kinds`).
+#: its kind: :mod:`pflrepro.config.figure_kinds`).
 FIGURE_KINDS = figure_entries()
 TABLE_METRICS = ("weighted_final", "mean_bmta")
 #: How an experiment combines its split seeds and training seeds (see
@@ -35,7 +35,7 @@ RESOURCE_DOCS: Mapping[str, str] = {
 
 # ------------------------------------------------------------------------------ names
 # Every config string that becomes a wildcard, a path part or a shell word is held to a
-# pattern here and in the schema (pflrepro.schema), so a name can neither leave the
+# pattern here and in the schema (pflrepro.config.schema), so a name can neither leave the
 # working directory ('..', '/'), nor run as a command ('$(...)', ';', spaces), nor give
 # a file name the file system refuses (length).
 
@@ -78,7 +78,7 @@ NAME_RULES: Mapping[str, str] = {
 # a seed pasted from elsewhere) is refused with the key named before any job starts,
 # not met at job time as an OverflowError, std::bad_alloc or a run of years. Each bound
 # is far above every shipped config (config.yaml at both scales, config/demo.yaml,
-# config/convergence_fashion.yaml); the schema (pflrepro.schema) carries the same ones.
+# config/convergence_fashion.yaml); the schema (pflrepro.config.schema) carries the same ones.
 
 #: Seeds are integers in [0, SEED_LIMIT): the run tables store them as int64 and
 #: scikit-learn's and NumPy's legacy seeding take 32-bit seeds (pflrepro.seeding's

@@ -10,11 +10,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pflrepro.codedigest import code_digest
+from pflrepro.config.codedigest import code_digest
+from pflrepro.config.errors import ConfigError
 from pflrepro.config.limits import SEED_PAIRINGS, _short
-from pflrepro.config_checks import ConfigError
 from pflrepro.data.partition import Partitioner
-from pflrepro.training import TrainingConfig
+from pflrepro.training.settings import TrainingConfig
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class WorkflowConfig:
         """The JSON-able spec of one training job: all that determines its numbers.
 
         ``code`` is a digest of the source files this job runs
-        (:func:`pflrepro.codedigest.code_digest`:
+        (:func:`pflrepro.config.codedigest.code_digest`:
         the modules the training entry imports, and its algorithm's module with what
         that imports), so editing one method's file reruns only that method's jobs.
         """

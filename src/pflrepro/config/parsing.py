@@ -23,6 +23,7 @@ from pflrepro.config.checks import (
     _training,
     _unique,
 )
+from pflrepro.config.errors import ConfigError
 from pflrepro.config.limits import (
     DEFAULT_RESOURCES,
     FIGURE_KINDS,
@@ -45,7 +46,6 @@ from pflrepro.config.model import (
     WorkflowConfig,
     parse_sources,
 )
-from pflrepro.config_checks import ConfigError
 from pflrepro.data.checksums import parse_checksums
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
+from pflrepro.config.errors import ConfigError, schema_error
 from pflrepro.config.limits import MIRROR_PATTERN, NAME_MAX_LENGTH, NAME_RULES, _short, check_name
 from pflrepro.config.model import WorkflowConfig
 from pflrepro.config.parsing import parse
-from pflrepro.config_checks import ConfigError, schema_error
 
 
 # ----------------------------------------------------------------------- the schema
@@ -62,7 +62,7 @@ def _schema_message(error: Any) -> str:
 def check_schema(raw: Any, schema: Mapping[str, Any] | str | Path) -> None:
     """Validate ``raw`` against the config schema; one short message naming the key.
 
-    ``schema`` is the schema (:func:`pflrepro.schema.build_schema`, which imports this
+    ``schema`` is the schema (:func:`pflrepro.config.schema.build_schema`, which imports this
     module: so it is passed in, never imported here) or the path of its YAML file.
     Unlike ``snakemake.utils.validate`` the message never prints the schema itself.
     """

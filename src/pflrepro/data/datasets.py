@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pflrepro.data.download import RemoteFile
 from pflrepro.data.store import DatasetMeta
-from pflrepro.scan import ScannedRegistry
+from pflrepro.store.scan import ScannedRegistry
 
 PrepareFn = Callable[[Path, Path, Sequence[str]], DatasetMeta]
 

@@ -3,7 +3,7 @@
 :func:`make_partition` splits a prepared data set into a partition file, and
 :func:`make_public` draws a public set (rows no client holds when it comes from the
 clients' own data set). The workflow's ``partition`` and ``public`` rules run them
-through the CLI; ``pflrepro run`` (:mod:`pflrepro.single`) calls them directly.
+through the CLI; ``pflrepro run`` (:mod:`pflrepro.pipeline.single`) calls them directly.
 """
 
 from __future__ import annotations

@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from pflrepro.io import PARTITION_KEY, atomic_digested_path, read_verified
-from pflrepro.scan import ScannedRegistry
 from pflrepro.seeding import numpy_generator
+from pflrepro.store.io import PARTITION_KEY, atomic_digested_path, read_verified
+from pflrepro.store.scan import ScannedRegistry
 
 if TYPE_CHECKING:  # imported where used: the config and the workflow parse need neither
     import pandas as pd
@@ -297,7 +297,7 @@ def read_partition(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     The file is checked against its digest record and what it says it is first (a
     partition, and under ``results/partitions/`` the one of its path); a damaged one is
     marked for rebuilding (so that Snakemake writes it again) and
-    :class:`pflrepro.io.CorruptFileError` names it (:func:`pflrepro.io.read_verified`).
+    :class:`pflrepro.store.io.CorruptFileError` names it (:func:`pflrepro.store.io.read_verified`).
     """
     import pyarrow.parquet as pq
 

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pflrepro.io import PUBLIC_KEY, atomic_digested_path, read_verified
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
+from pflrepro.store.io import PUBLIC_KEY, atomic_digested_path, read_verified
 
 METADATA_KEY = PUBLIC_KEY
 
@@ -74,8 +74,8 @@ def read_public(path: str) -> tuple[np.ndarray, dict[str, Any]]:
 
     Checked against the file's digest record and what it says it is (a public set,
     and under ``results/public/`` the one of its path) first; a damaged file is marked
-    for rebuilding and :class:`pflrepro.io.CorruptFileError` names it
-    (:func:`pflrepro.io.read_verified`).
+    for rebuilding and :class:`pflrepro.store.io.CorruptFileError` names it
+    (:func:`pflrepro.store.io.read_verified`).
     """
     table = read_verified(path, pq.read_table, kinds=("public",))
     meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))

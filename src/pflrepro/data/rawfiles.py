@@ -28,7 +28,7 @@ from pflrepro.data.download import (
 )
 from pflrepro.data.formats import read_idx_pair
 from pflrepro.data.store import DatasetMeta, write_dataset
-from pflrepro.io import atomic_path, sha256_file
+from pflrepro.store.io import atomic_path, sha256_file
 
 
 class ArchiveMissingError(FileNotFoundError):

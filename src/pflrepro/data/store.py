@@ -26,7 +26,7 @@ A damaged data set is made to be prepared again, as damaged runs are rebuilt
 damaged ``meta.json``, which other jobs take as their input, stays in place (a copy
 kept as ``meta.json.corrupt-<n>``), and ``x.npy`` is removed instead. ``x.npy`` and
 ``y.npy`` are outputs of the workflow's ``prepare_data`` and targets of its default
-rule (:mod:`pflrepro.data_targets`) but no job's input, so the next ``snakemake`` sees
+rule (:mod:`pflrepro.pipeline.data_targets`) but no job's input, so the next ``snakemake`` sees
 one missing and prepares the set again, while the jobs of the running one still find
 the inputs they declared (a vanished input would abort them all, ``--keep-going`` or
 not).
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pflrepro.io import (
+from pflrepro.store.io import (
     DamagedRecord,
     atomic_digested_path,
     atomic_path,

@@ -7,6 +7,9 @@ described by its parameter dict and clients can hold stacked parameters.
 model's builder accepts (``training.model_options`` in the config), so the config is
 checked when the workflow is parsed; :data:`MODELS` (the builders, which import
 torch) is loaded on first use.
+
+Layer (tests/unit/test_layers.py): the networks; they may import only
+:mod:`pflrepro.store` and :mod:`pflrepro.seeding`.
 """
 
 from __future__ import annotations

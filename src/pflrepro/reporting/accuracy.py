@@ -3,7 +3,7 @@
 Definitions used throughout:
 
 run
-    One training run, identified by all of :data:`pflrepro.results.CONFIG_COLUMNS`
+    One training run, identified by all of :data:`pflrepro.store.results.CONFIG_COLUMNS`
     (experiment, dataset, partition, method, algorithm, params, seeds, versions).
 weighted accuracy
     ``Σ_c acc_c · n_c / Σ_c n_c`` over the clients ``c`` evaluated at a round, ``n_c``
@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from pflrepro.results import (
+from pflrepro.store.results import (
     CLUSTER,
     CONFIG_COLUMNS,
     DIVERGED,
@@ -61,7 +61,7 @@ def check_aggregate(agg: pd.DataFrame, metrics: Iterable[str], what: str) -> Non
     missing_cols = [c for c in (*VALUE_COLUMNS, *CONFIG_COLUMNS) if c not in agg.columns]
     if missing_cols:
         raise ValueError(f"{what}: the aggregate lacks column(s) {missing_cols}; expected "
-                         "concatenated run tables (pflrepro.results.MetricLog.to_frame)")
+                         "concatenated run tables (pflrepro.store.results.MetricLog.to_frame)")
     if agg.empty:
         raise ValueError(f"{what}: the aggregate is empty")
     present = set(agg["metric"].dropna().astype(str).unique())
@@ -209,7 +209,7 @@ def best_mean_accuracy(agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_cluster_methods(agg: pd.DataFrame) -> list[str]:
-    """Methods that log cluster ids (:data:`pflrepro.results.CLUSTER`) with one id only.
+    """Methods that log cluster ids (:data:`pflrepro.store.results.CLUSTER`) with one id only.
 
     Every client in the same cluster in every logged round of every run of the
     aggregate: the method never split (Clustered FL) or every client always chose the
@@ -241,7 +241,7 @@ def run_accuracies(agg: pd.DataFrame, metric: str = "weighted_final") -> pd.Data
 def diverged_runs(agg: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
     """For each row of ``runs`` (one per run), whether the run diverged.
 
-    A run that diverged (:data:`pflrepro.results.DIVERGED`) stopped at the round its
+    A run that diverged (:data:`pflrepro.store.results.DIVERGED`) stopped at the round its
     losses became non-finite; its accuracies are those of that round.
     """
     keys = list(RUN_KEYS)

@@ -1,6 +1,6 @@
 """Communication cost per method: what its clients sent and received, beside its accuracy.
 
-Reads the ``comm_up`` / ``comm_down`` rows every run logs (:mod:`pflrepro.communication`:
+Reads the ``comm_up`` / ``comm_down`` rows every run logs (:mod:`pflrepro.training.communication`:
 scalars per client and round, up = sent, down = received) and sums them per run:
 ``total`` = Σ over clients and rounds (round 0 included: what initialisation
 exchanged) of up + down, the number PerFed-CKT's tables call "communicated
@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from pflrepro.io import write_csv, write_text
 from pflrepro.reporting.accuracy import RUN_KEYS, final_accuracy
 from pflrepro.reporting.names import method_name
 from pflrepro.reporting.ordering import order_values
-from pflrepro.results import COMM_DOWN, COMM_UP
+from pflrepro.store.io import write_csv, write_text
+from pflrepro.store.results import COMM_DOWN, COMM_UP
 
 #: Columns of :func:`communication_table`.
 COLUMNS = ("method", "partition", "runs", "accuracy", "up_per_client_round",
@@ -93,7 +93,7 @@ def write_communication(table: pd.DataFrame, md_path: str | os.PathLike[str],
     ``labels`` (partition id -> shown label) name the partitions in the Markdown, and
     methods show by their papers' names (:mod:`pflrepro.reporting.names`); the CSV
     keeps the ids. ``tuning``: sentences appended to the note, one per tuned method
-    (:func:`pflrepro.tuning.table_notes`).
+    (:func:`pflrepro.reporting.tuning_note.table_notes`).
     """
     labels = labels or {}
     lines = [f"Table: {caption}", "",

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pflrepro import results as R
+from pflrepro.store import results as R
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,12 +118,12 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
 
     The last row counts (a job benchmarked with repeats writes one per repeat);
     ``NA`` (Snakemake could not sample the process) becomes NaN, and so does every
-    value of a missing or damaged record (:func:`pflrepro.records.checked_benchmark`
+    value of a missing or damaged record (:func:`pflrepro.store.records.checked_benchmark`
     names it and sets a damaged one aside).
     """
     import pandas as pd
 
-    from pflrepro.records import checked_benchmark
+    from pflrepro.store.records import checked_benchmark
 
     if checked_benchmark(path) is None:
         return {k: math.nan for k in ("s", "max_rss", "cpu_time")}
@@ -398,10 +398,10 @@ def write_cost(measured: pd.DataFrame, projected: pd.DataFrame | None, md: str |
     """Write the measured table (Markdown with the projection, CSV) atomically.
 
     ``tuning``: sentences on the measured runs' tuned values, one per tuned method
-    (:func:`pflrepro.tuning.table_notes`), a paragraph below the measured table;
+    (:func:`pflrepro.reporting.tuning_note.table_notes`), a paragraph below the measured table;
     ``missing``: the benchmark records that were missing or damaged, named below it.
     """
-    from pflrepro.io import write_csv, write_text
+    from pflrepro.store.io import write_csv, write_text
 
     title = f"Compute cost of {experiment}" if experiment else "Compute cost"
     parts = [f"# {title}", "",

@@ -40,9 +40,9 @@ def projection_job(experiments: Sequence[str], costs: Sequence[str], project: st
     import pandas as pd
 
     from pflrepro.config import check_config_paths
-    from pflrepro.io import write_csv, write_text
+    from pflrepro.config.schema import build_schema
     from pflrepro.reporting.cost import projection, projection_text
-    from pflrepro.schema import build_schema
+    from pflrepro.store.io import write_csv, write_text
 
     rates = combined_rates(experiments, [pd.read_csv(c) for c in costs])
     projected = projection(rates, check_config_paths([project], build_schema()), scale=scale)

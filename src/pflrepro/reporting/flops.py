@@ -305,8 +305,8 @@ def write_grid_projection(config_paths: Sequence[str | Path], md: str | Path, cs
                           *, peak_tflops: float, utilisation: float) -> pd.DataFrame:
     """Project the paper grid of the config files (merged in order); write MD and CSV."""
     from pflrepro.config import check_config_paths
-    from pflrepro.io import write_csv, write_text
-    from pflrepro.schema import build_schema
+    from pflrepro.config.schema import build_schema
+    from pflrepro.store.io import write_csv, write_text
 
     cfg = check_config_paths([str(p) for p in config_paths], build_schema())
     table = grid_projection(cfg, peak_tflops=peak_tflops, utilisation=utilisation)

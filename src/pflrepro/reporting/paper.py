@@ -424,9 +424,9 @@ def write_paper_table(frame: pd.DataFrame, md_path: str | os.PathLike[str],
     """Write a :func:`compare` frame as Markdown and CSV, atomically.
 
     ``tuning``: sentences on our runs' tuned values, one per tuned method
-    (:func:`pflrepro.tuning.table_notes`), appended to the note.
+    (:func:`pflrepro.reporting.tuning_note.table_notes`), appended to the note.
     """
-    from pflrepro.io import write_text
+    from pflrepro.store.io import write_text
 
     missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
     if missing:

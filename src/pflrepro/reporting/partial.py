@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pflrepro.io import CorruptFileError, write_csv, write_text
+from pflrepro.store.io import CorruptFileError, write_csv, write_text
 
 __all__ = ["PartialRun", "write_partial_report"]
 
@@ -43,7 +43,7 @@ def write_partial_report(experiment: str, runs: Sequence[PartialRun],
     """
     from pflrepro.reporting.render import render_markdown, table_text, tidy_table
     from pflrepro.reporting.tables import accuracy_table
-    from pflrepro.results import read_table
+    from pflrepro.store.results import read_table
 
     frames, missing = [], []
     for run in runs:

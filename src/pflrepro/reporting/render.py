@@ -242,7 +242,8 @@ class TableText:
     diverged: list[list[int]] = dataclasses.field(default_factory=list)
     #: Methods that kept every client in one cluster (:func:`.accuracy.one_cluster_methods`).
     one_cluster: list[str] = dataclasses.field(default_factory=list)
-    #: Per tuned method: how its values were chosen (:func:`pflrepro.tuning.table_notes`).
+    #: Per tuned method: how its values were chosen
+    #: (:func:`pflrepro.reporting.tuning_note.table_notes`).
     tuning: list[str] = dataclasses.field(default_factory=list)
     #: Shown name of each method (row); ids not given show as themselves.
     names: dict[str, str] = dataclasses.field(default_factory=dict)

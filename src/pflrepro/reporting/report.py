@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pflrepro.config.figure_kinds import KINDS
 from pflrepro.reporting.cost_projection import COST_PROJECTION
-from pflrepro.reporting.figures.kinds import KINDS
 from pflrepro.reporting.flops import GRID_PROJECTION
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ PROJECTIONS: Mapping[str, str] = {
         "not a measurement.\n",
 }
 #: What each plot rule draws (``{method}`` / ``{client}``: its wildcards), by rule name:
-#: the captions the figure modules declare (:mod:`pflrepro.reporting.figures.kinds`),
+#: the captions the figure modules declare (:mod:`pflrepro.config.figure_kinds`),
 #: and the tuning stage's figure (drawn by ``tune_select``).
 FIGURES: Mapping[str, str] = {
     **{kind.rule: kind.caption for kind in KINDS.values()},
@@ -333,7 +333,7 @@ def markdown_to_html(text: str, title: str) -> str:
 def _report_html(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from pflrepro.io import write_text
+    from pflrepro.store.io import write_text
 
     text = Path(args.md).read_text(encoding="utf-8")
     write_text(args.out, markdown_to_html(text, args.title or Path(args.md).stem))
@@ -348,12 +348,12 @@ def _paper_vs_ours(args: argparse.Namespace) -> None:
         title_of,
         write_paper_table,
     )
-    from pflrepro.results import read_table
+    from pflrepro.store.results import read_table
 
     cells = load_paper_numbers(args.numbers)
     frames = [read_table(p) for p in args.aggregate]
     agg = pd.concat(frames, ignore_index=True) if frames else None
-    from pflrepro.tuning import notes_for
+    from pflrepro.reporting.tuning_note import notes_for
 
     raw = json.loads(args.labels) if args.labels else {}
     labels = dict(raw.get("partitions", {}))
@@ -381,7 +381,7 @@ def add_subcommands(sub: Any) -> None:
                    help="aggregated runs of the table's experiments (none: not run)")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
     p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
-                   "(pflrepro.workflow.table_tuning_json); the note says how each value "
+                   "(pflrepro.pipeline.workflow.table_tuning_json); the note says how each value "
                    "was chosen, and the runs must carry the selected values")
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)

@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from pflrepro.io import write_text
 from pflrepro.reporting.accuracy import (
     TABLE_METRICS,
     check_cells,
@@ -39,6 +38,7 @@ from pflrepro.reporting.render import (
     table_text,
     tidy_table,
 )
+from pflrepro.store.io import write_text
 
 
 # --------------------------------------------------------------------------- table
@@ -193,7 +193,7 @@ def write_table(table: pd.DataFrame, md_path: str | os.PathLike[str],
     themselves. Cells whose ``n`` differs from the most common ``n`` carry
     ``(n=...)``; cells without runs show a dash. Raises ``ValueError`` for a malformed
     or empty table, or labels that make two columns look the same. ``tuning``: sentences
-    appended to the note, one per tuned method (:func:`pflrepro.tuning.table_notes`:
+    appended to the note, one per tuned method (:func:`pflrepro.reporting.tuning_note.table_notes`:
     "sigma chosen on validation from {...}: ...").
     """
     text = table_text(table, caption, decimals=decimals, labels=labels,

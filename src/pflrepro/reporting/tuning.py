@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pflrepro.tuning_grid import Grid
+    from pflrepro.tuning.grid import Grid
 
 #: The warning of a selected point whose best validation round is the budget's last.
 LAST_ROUND = "best validation round is the budget's last (the score may still rise)"
@@ -34,7 +34,7 @@ LAST_ROUND = "best validation round is the budget's last (the score may still ri
 
 def _warning(grids: Sequence[Grid], row: Mapping[str, object], criterion: str) -> str:
     """The selected row's warnings, ``"; "``-joined (``""``: none)."""
-    from pflrepro.tuning_grid import edge
+    from pflrepro.tuning.grid import edge
 
     values = {g.key: float(row[f"value_{g.key}"]) for g in grids}
     out = [f"{g.key} = {values[g.key]:.3g}: {edge(g, values[g.key]).strip(' ()')}"
@@ -51,7 +51,7 @@ def tuning_table(scores: pd.DataFrame, grids: Sequence[Grid],
 
     ``scores``: :func:`pflrepro.tuning.score_trials`' rows.
     """
-    from pflrepro.tuning_grid import point_id
+    from pflrepro.tuning.grid import point_id
 
     keys = [f"value_{g.key}" for g in grids]
     table = (scores.groupby(["partition", "split", "point", *keys], sort=False)
@@ -85,7 +85,7 @@ def write_outputs(table: pd.DataFrame, note_text: str, md: str, csv: str,
     (e.g. no two clients of different groups), the ξ columns left out where no run
     logs ξ; the selected points' warnings listed under the table.
     """
-    from pflrepro.io import atomic_path
+    from pflrepro.store.io import atomic_path
 
     with atomic_path(csv) as tmp:
         table.to_csv(tmp, index=False)

@@ -8,16 +8,19 @@ and where that table is.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pflrepro.reporting.names import method_name
-from pflrepro.tuning_grid import edge
+from pflrepro.tuning import selected_params
+from pflrepro.tuning.grid import Grid, edge
 
 if TYPE_CHECKING:
-    from pflrepro.tuning_grid import Grid
+    import pandas as pd
 
-#: Where a tuning table is (as ``pflrepro.workflow.TUNE_TABLE`` writes it, Markdown).
+#: Where a tuning table is (as ``pflrepro.pipeline.workflow.TUNE_TABLE`` writes it, Markdown).
 TUNING_TABLE = "results/tuning/{experiment}/{method}.md"
 
 
@@ -31,7 +34,7 @@ def short_note(experiment: str, method: str, grids: Sequence[Grid],
     shown label; the split is named where a partition's splits took different values
     (one value for all of them, e.g. a selection pooled over the splits, is said once). A
     value at an
-    edge of its grid says so (:func:`pflrepro.tuning_grid.edge`): the best value may lie
+    edge of its grid says so (:func:`pflrepro.tuning.grid.edge`): the best value may lie
     outside the grid.
     ``where``: text after the method's name (the experiment, in a table over several).
     ``shared``: the values are training settings every method of the experiment uses,
@@ -56,3 +59,61 @@ def short_note(experiment: str, method: str, grids: Sequence[Grid],
                if shared else method_name(method))
     return (f"{subject}{where}: chosen on validation, " + "; ".join(picked)
             + f" (every value tried: {table}).")
+
+
+def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
+                labels: Mapping[str, str] | None = None,
+                experiment_labels: Mapping[str, str] | None = None) -> list[str]:
+    """The notes a results table carries for its tuned methods, one per (experiment, method).
+
+    ``spec`` (:func:`pflrepro.pipeline.workflow.table_tuning_json`): per tuned method of an
+    experiment of the table, ``experiment``, ``method``, ``algorithm``, ``fixed``,
+    ``clients`` (per partition), ``grids``, ``log``, ``criterion``, ``rounds``, ``seeds``,
+    ``fraction`` and ``selection`` (the selection file's content). ``runs``: the table's
+    aggregated runs; every run of a tuned method must carry the selected values in its
+    ``params`` column (else ``ValueError``: the table would describe other runs).
+    Entries whose method has no run in ``runs`` are skipped.
+    """
+    import json as _json
+
+    exp_shown = {e["experiment"]: e["experiment"] for e in spec} | dict(experiment_labels or {})
+    several = len({e["experiment"] for e in spec}) > 1
+    notes = []
+    for entry in spec:
+        mine = runs[(runs["experiment"] == entry["experiment"])
+                    & (runs["method"] == entry["method"])]
+        if mine.empty:
+            continue
+        grids = [Grid(k, tuple(v), log=k in entry.get("log", []))
+                 for k, v in entry["grids"].items()]
+        selection = entry["selection"]
+        chosen = {(p, int(s)): dict(v["point"]) for p, by_split in selection.items()
+                  for s, v in by_split.items()}
+        for (partition, split), sub in mine.groupby(["partition", "split_seed"]):
+            want = selected_params(selection, str(partition), int(split))
+            for text in sub["params"].unique():
+                got = _json.loads(text)
+                wrong = sorted(k for k, v in want.items()
+                               if k not in got or not math.isclose(float(got[k]), float(v),
+                                                                   rel_tol=1e-9))
+                if wrong:
+                    raise ValueError(
+                        f"{entry['experiment']}/{entry['method']}, {partition} split {split}: "
+                        f"the runs' {wrong} are not the tuning selection's {want}")
+        notes.append(short_note(entry["experiment"], entry["method"], grids, chosen, labels,
+                                f" ({exp_shown.get(entry['experiment'])})" if several else "",
+                                shared=bool(entry.get("training"))))
+    return notes
+
+
+def notes_for(tuning: str | None, runs: pd.DataFrame | None,
+              labels: Mapping[str, str] | None = None,
+              experiment_labels: Mapping[str, str] | None = None) -> list[str]:
+    """:func:`table_notes` from a job's ``--tuning`` JSON; ``[]`` without one or runs.
+
+    What every writer of a table built from runs (results, paper-vs-ours,
+    communication, cost) says about the tuned values those runs used.
+    """
+    if not tuning or runs is None:
+        return []
+    return table_notes(json.loads(tuning), runs, labels, experiment_labels)

@@ -24,7 +24,7 @@ from pflrepro.data.download.remote import (
     DamagedArchiveError,
     RemoteFile,
 )
-from pflrepro.io import sha256_file, write_text
+from pflrepro.store.io import sha256_file, write_text
 
 log = logging.getLogger(__name__)
 

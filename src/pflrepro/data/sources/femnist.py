@@ -13,7 +13,7 @@ from pflrepro.data.download import RemoteFile
 from pflrepro.data.formats import FormatError
 from pflrepro.data.rawfiles import extracted, natural_key, obtain_placed, save_array
 from pflrepro.data.store import DatasetMeta, write_dataset
-from pflrepro.io import write_text
+from pflrepro.store.io import write_text
 
 # FEMNIST (LEAF, Caldas et al. 2018) has no downloadable archive: LEAF's scripts build it from
 # NIST SD19. No checksum exists, so it is trusted on first use.

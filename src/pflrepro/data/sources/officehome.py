@@ -13,7 +13,7 @@ from pflrepro.data.download import RemoteFile
 from pflrepro.data.formats import FormatError
 from pflrepro.data.rawfiles import extracted, obtain_placed, save_array
 from pflrepro.data.store import DatasetMeta, write_dataset
-from pflrepro.io import write_text
+from pflrepro.store.io import write_text
 
 # Office-Home (Venkateswara et al. 2017), hosted on Google Drive behind a browser page
 # (https://www.hemanthdv.org/officeHomeDataset.html). No official checksum is published; one

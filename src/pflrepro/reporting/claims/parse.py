@@ -34,7 +34,7 @@ ACCURACY_METRICS: dict[str, tuple[str, str] | None] = {
 OPS: dict[str, tuple[int, bool]] = {">": (1, True), ">=": (1, False),
                                      "<": (-1, True), "<=": (-1, False)}
 STATISTICS = ("peak", "variation", "same_share")
-#: Recorded matrices a ``record_peak`` check reads (metric names of :mod:`pflrepro.results`).
+#: Recorded matrices a ``record_peak`` check reads (metric names of :mod:`pflrepro.store.results`).
 RECORDS = ("weight", "gate_mass", "expert_posterior")
 #: Pooling of ``above_all``: each method against each baseline, or their means.
 POOLS = ("each", "mean")

@@ -77,7 +77,7 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
 def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
                  csv_path: str | os.PathLike[str], *, scale: str) -> None:
     """Write an :func:`evaluate_claims` frame as Markdown and CSV, atomically."""
-    from pflrepro.io import write_text
+    from pflrepro.store.io import write_text
 
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:

@@ -25,7 +25,7 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import RUN_KEYS, check_cells, diverged_runs, weighted_accuracy_per_round
 from pflrepro.reporting.method_styles import (
     coincide_note,

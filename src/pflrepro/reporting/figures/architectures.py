@@ -25,9 +25,9 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
+from pflrepro.store.results import ARCHITECTURE, MODEL_SIZE, N_TRAIN
 
 KIND = FigureKind(
     name="architectures", file="architectures", draw="plot_architectures",

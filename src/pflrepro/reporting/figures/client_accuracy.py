@@ -8,10 +8,10 @@ import pandas as pd
 
 from pflrepro.reporting.figures.accuracy import mean_band_stats, method_lines
 from pflrepro.reporting.figures.common import PathLike, check_client, run_groups, wrap
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import RUN_KEYS, check_aggregate, check_cells, run_label
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import TEST_ACCURACY
+from pflrepro.store.results import TEST_ACCURACY
 
 KIND = FigureKind(
     name="client_accuracy", file="client{client}-accuracy", draw="plot_client_accuracy",

@@ -28,10 +28,10 @@ from pflrepro.reporting.figures.common import (
     run_mask,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate, run_label
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import WEIGHT
+from pflrepro.store.results import WEIGHT
 
 KIND = FigureKind(
     name="client_weights", file="client{client}-weights", draw="plot_client_weights_over_rounds",

@@ -34,10 +34,10 @@ from pflrepro.reporting.figures.common import (
     strip,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import CLUSTER
+from pflrepro.store.results import CLUSTER
 
 KIND = FigureKind(
     name="clusters", file="clusters-{method}", draw="plot_clusters",

@@ -33,9 +33,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
-from pflrepro.io import atomic_path
+from pflrepro.store.io import atomic_path
 from pflrepro.reporting.accuracy import RUN_KEYS, SETTING_KEYS
-from pflrepro.results import GROUP
+from pflrepro.store.results import GROUP
 
 PathLike = str | os.PathLike[str]
 

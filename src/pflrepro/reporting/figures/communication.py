@@ -26,7 +26,7 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.method_styles import method_palette
 from pflrepro.reporting.names import method_names
 from pflrepro.reporting.ordering import display_labels, order_values

@@ -29,10 +29,10 @@ from pflrepro.reporting.figures.common import (
     run_groups,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import RUN_KEYS
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import MODEL_DISTANCE
+from pflrepro.store.results import MODEL_DISTANCE
 
 KIND = FigureKind(
     name="distances", file="distances", draw="plot_distances",

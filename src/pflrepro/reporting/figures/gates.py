@@ -15,14 +15,14 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from pflrepro.reporting.figures.common import PathLike, run_groups
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.figures.weights import (
     WeightPanel,
     plot_client_weights,
     weight_panels,
 )
 from pflrepro.reporting.accuracy import RUN_KEYS, check_aggregate
-from pflrepro.results import GATE_MASS
+from pflrepro.store.results import GATE_MASS
 
 KIND = FigureKind(
     name="gates", file="gates-{method}", draw="plot_gate_mass",

@@ -20,7 +20,7 @@ from pflrepro.reporting.figures.common import (
     group_colours,
     new_figure,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 
 KIND = FigureKind(
     name="labels", file="", draw="plot_label_distribution",

@@ -29,10 +29,10 @@ from pflrepro.reporting.figures.common import (
     new_figure,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import EXPERT_POSTERIOR
+from pflrepro.store.results import EXPERT_POSTERIOR
 
 KIND = FigureKind(
     name="posterior", file="posterior-{method}", draw="plot_expert_posterior",

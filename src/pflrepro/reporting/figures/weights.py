@@ -27,10 +27,10 @@ from pflrepro.reporting.figures.common import (
     strip,
     wrap,
 )
-from pflrepro.reporting.figures.kinds import FigureKind
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.results import GROUP, WEIGHT
+from pflrepro.store.results import GROUP, WEIGHT
 
 KIND = FigureKind(
     name="weights", file="weights-{method}", draw="plot_client_weights",

@@ -87,7 +87,7 @@ class Data:
     def run_groups(self, experiment: str) -> dict[tuple[Any, ...], dict[int, int]]:
         """Per run (a tuple of the run keys): client id -> distribution id."""
         from pflrepro.reporting.accuracy import RUN_KEYS
-        from pflrepro.results import GROUP
+        from pflrepro.store.results import GROUP
 
         if experiment not in self._groups:
             frame = self.frame(experiment)
@@ -176,7 +176,7 @@ class Data:
         traffic is absent from the result (so its cell is missing).
         """
         from pflrepro.reporting.accuracy import RUN_KEYS
-        from pflrepro.results import COMM_DOWN, COMM_UP
+        from pflrepro.store.results import COMM_DOWN, COMM_UP
 
         if experiment not in self._traffic:
             out: dict[tuple[str, str], Runs] = {}
@@ -226,7 +226,7 @@ class Data:
         ``metric``: the client weights (``weight``, the default) or FedMix's
         ``gate_mass`` (client x expert), one matrix per round.
         """
-        from pflrepro.results import WEIGHT
+        from pflrepro.store.results import WEIGHT
 
         key = (experiment, method, metric or WEIGHT)
         if key not in self._weights:

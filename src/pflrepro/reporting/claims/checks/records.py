@@ -111,7 +111,7 @@ def clusters_check(check: Check, data: Data, experiments: Sequence[str]) -> Outc
     of the last round; the distributions are the distinct non-negative group ids of
     the run's clients. Margin: distributions - clusters (> 0 holds).
     """
-    from pflrepro.results import CLUSTER
+    from pflrepro.store.results import CLUSTER
 
     cols, gaps, unknown = columns(data, experiments, check)
     several = len(experiments) > 1

@@ -1,0 +1,94 @@
+"""Digest records of the stored files that are not Parquet: tables, reports, benchmarks.
+
+Run tables, aggregates, partitions and public sets carry a ``<file>.sha256`` record
+written with the file (:func:`pflrepro.store.io.atomic_digested_path`), prepared data sets
+one for ``meta.json`` (:mod:`pflrepro.data.store`). The other files a job writes get
+theirs here, once the command that wrote them has finished (:func:`record_outputs`):
+the tables (Markdown, LaTeX, CSV), partition reports, cost tables, claims tables,
+tuning selections and report pages. A crash between a file and its record leaves a
+file without a record, which ``pflrepro verify`` reports (it is rebuilt or adopted),
+never a record of another version.
+
+Benchmark records are written by Snakemake after a training job ends, so no job of
+ours writes them: the first reader records the digest of the file as Snakemake left it
+(:func:`checked_benchmark`) and every later reader and ``pflrepro verify`` checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pflrepro.store.io import DamagedRecord, read_record, set_aside, sha256_file, write_digest
+
+log = logging.getLogger(__name__)
+
+#: The options naming each subcommand's output files (argparse ``dest``s) that get a
+#: digest record once the command has written them.
+OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
+    "table": ("md", "tex", "csv"),
+    "communication": ("md", "csv"),
+    "cost": ("md", "csv", "projection_csv"),
+    "partition-stats": ("csv", "md"),
+    "claims": ("md", "csv"),
+    "paper-vs-ours": ("md", "csv"),
+    "report-html": ("out",),
+    "tune-select": ("md", "csv", "selection"),
+}
+
+
+def record_outputs(args: argparse.Namespace) -> list[Path]:
+    """Write the digest record of each output file of the finished command ``args``."""
+    written = []
+    for dest in OUTPUT_ARGS.get(args.command, ()):
+        value = getattr(args, dest, None)
+        if value and Path(value).is_file():
+            write_digest(value)
+            written.append(Path(value))
+    return written
+
+
+def record_problem(path: Path) -> str | None:
+    """Why ``path`` does not match its digest record; None when it does.
+
+    ``FileNotFoundError`` from :func:`pflrepro.store.io.read_record` is not raised: a
+    missing record is reported as ``"no digest record"``.
+    """
+    try:
+        record = read_record(path)
+    except DamagedRecord as err:
+        return f"its digest record is damaged: {err}"
+    if record is None:
+        return "no digest record"
+    if record[1] != path.name:
+        return f"its record {path.name}.sha256 is that of another file ({record[1]!r})"
+    if sha256_file(path) != record[0]:
+        return f"its SHA-256 differs from the one recorded in {path.name}.sha256"
+    return None
+
+
+def checked_benchmark(path: str | Path) -> Path | None:
+    """``path`` when it is a whole benchmark record; None when it is missing or damaged.
+
+    A record without a digest is trusted as Snakemake wrote it and its digest written
+    (the first reader); a damaged one is set aside as ``.corrupt-<n>`` (its job's
+    measurement is lost; backdating it would retrain the run). Both cases are logged,
+    naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        log.warning("%s: no benchmark record (the job was killed before Snakemake wrote "
+                    "it, or it was set aside as damaged): its wall time, CPU time and "
+                    "memory are unknown", path)
+        return None
+    problem = record_problem(path)
+    if problem == "no digest record":
+        write_digest(path)
+        return path
+    if problem is not None:
+        aside = set_aside(path)
+        log.warning("%s is damaged: %s; set aside as %s, its wall time, CPU time and "
+                    "memory are unknown", path, problem, aside.name)
+        return None
+    return path
