@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from pflrepro.config import merge_configs
+
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "config" / "paper_smoke.yaml"
 #: Rounds of every training run and of every tuning run in the smoke grid.
@@ -102,15 +104,8 @@ def overlay(raw: dict[str, Any]) -> dict[str, Any]:
             "experiments": experiments, "tables": tables}
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Snakemake's merge of a --configfile: nested mappings merged, anything else replaced."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+#: Snakemake's merge of a --configfile (nested mappings merged, anything else replaced).
+merge = merge_configs
 
 
 def overlay_text(raw: dict[str, Any]) -> str:
