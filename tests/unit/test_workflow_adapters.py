@@ -294,3 +294,17 @@ def test_mirror_args_pass_mirrors_and_the_configs_own_checksums() -> None:
     assert W.mirror_args(cfg, "mnist") == (f"--mirror 'http://127.0.0.1:1/m n/' "
                                            f"--checksum {name}={'ab' * 32}")
     assert W.mirror_args(cfg, "cifar10") == ""
+
+
+def test_cuda_is_refused_where_the_jobs_run_without_it() -> None:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    assert W.cuda_refusal(parse(raw), cuda_available=False) is None  # device: cpu
+    raw["experiments"]["tiny"]["training"] = {"device": "cuda"}
+    cfg = parse(raw)
+    message = W.cuda_refusal(cfg, cuda_available=False)
+    assert message.startswith("experiments.tiny.training.device: cuda, but this machine "
+                              "has no CUDA device"), message
+    assert "device: auto" in message and "profiles/slurm" in message
+    assert W.cuda_refusal(cfg, cuda_available=True) is None
+    raw["experiments"]["tiny"]["training"] = {"device": "auto"}  # CUDA when present
+    assert W.cuda_refusal(parse(raw), cuda_available=False) is None

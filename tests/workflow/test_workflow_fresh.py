@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from _wf import new_workdir, planned_jobs, snakemake
 
@@ -70,6 +71,10 @@ def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
                  marks=FULL),
     pytest.param(lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
                  "experiments.tiny.partitions[0].max_samples", marks=FULL),
+    pytest.param(lambda c: c["experiments"]["tiny"].update(training={"device": "cuda"}),
+                 "experiments.tiny.training.device: cuda, but this machine has no CUDA",
+                 marks=[FULL, pytest.mark.skipif(torch.cuda.is_available(),
+                                                 reason="this machine has CUDA")]),
 ])
 def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
     config = yaml.safe_load(TINY.read_text())

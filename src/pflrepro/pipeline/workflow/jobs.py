@@ -209,3 +209,27 @@ def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:
 def clustered_methods(cfg: WorkflowConfig, experiment: str) -> list[str]:
     """Methods of ``experiment`` whose algorithm records each client's cluster id."""
     return figure_methods(cfg, experiment, "clusters")
+
+
+def cuda_refusal(cfg: WorkflowConfig, cuda_available: bool | None = None) -> str | None:
+    """Why the training jobs cannot run here: ``device: cuda`` on a machine without CUDA.
+
+    ``None`` unless an experiment of the chosen scale asks for CUDA and the machine has
+    none. The workflow asks this only when its jobs run on this machine (not under a cluster
+    executor, whose nodes are other machines). ``cuda_available`` defaults to what
+    torch sees (torch is imported only when some experiment asks for CUDA).
+    """
+    wanting = [name for name, e in cfg.experiments.items()
+               if e.scale == cfg.scale and e.training.device == "cuda"]
+    if not wanting:
+        return None
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+    if cuda_available:
+        return None
+    return (f"experiments.{wanting[0]}.training.device: cuda, but this machine has no CUDA "
+            f"device and the jobs run here ({len(wanting)} experiment(s) ask for it: "
+            f"{', '.join(wanting)}); set device: auto (CUDA when present, else the CPU) or "
+            "cpu, or run on a GPU node (e.g. --profile profiles/slurm)")
