@@ -62,7 +62,7 @@ Choices where the paper or the reference is silent, or where this project deviat
 
 With one architecture and ``server_steps: 0`` this is FedAvg exactly (same bits).
 
-Training path (issue 28): the clients' local training goes through
+Training path: the clients' local training goes through
 :meth:`pflrepro.training.engine.Engine.train` (one call per architecture group). The server's
 distillation does not, by design: it trains one student per architecture (different
 parameter shapes, so no client dimension to stack or vectorise), for up to

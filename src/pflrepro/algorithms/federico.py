@@ -75,19 +75,16 @@ identical models would make the first weights uniform and the first greedy choic
 arbitrary); the M-step's gradient terms of the users are summed in the order of the
 clients.
 
-Training path (issue 28): the M-step trains every model k in one
+Training path: the M-step trains every model k in one
 :meth:`pflrepro.training.engine.Engine.train` call with the objective
 :class:`~pflrepro.training.objectives.PeerWeighted`: per model, one stream per user i that used
 it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.training.objectives.Stream` with
 ``client=i``: the owner's with purpose ``local``, another user's with
 ``federico_mstep_<k>``; with ``mstep: full`` a ``whole`` stream, D_i in stored order),
 coefficient c_ik; the call's own batches go unused. On the per-client loop (the CPU)
-each step adds the users' terms in the order of the clients, as this file's former own
-loop did, so the CPU runs are byte-identical to it (digits, 8 clients in 4 label
-groups, 6 rounds: the defaults, every ``mstep``, ``table_start: uniform``, the
-accumulative tracking, ε 0 and 1, M = 0, two threads, seed 1, SGD with momentum,
-``local_steps``; Parquet equal but ``git_revision``); on CUDA the models train in one
-vectorised pass, a client with fewer users padded with empty streams (coefficient 0).
+each step adds the users' terms in the order of the clients; on CUDA the models train
+in one vectorised pass, a client with fewer users padded with empty streams
+(coefficient 0).
 """
 
 from __future__ import annotations

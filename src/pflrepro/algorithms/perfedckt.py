@@ -21,7 +21,7 @@ Client k predicts with its own model. Clients may run different architectures
 (``training.architectures``; the paper's Table 2: VGG13 / VGG11 / CNN by data size):
 only soft decisions on P cross the network, so nothing here depends on the model.
 
-Choices where the text is silent (and this project's issue specifies):
+Choices where the text is silent:
 
 * the distillation term is the *mean* KL over the public mini-batch (eq. 2 writes the
   sum; λ here is the paper's λ times the batch size); default λ = 1, not stated;

@@ -10,7 +10,7 @@ partition's test rows are dropped before anything else, so a tuning run cannot l
 train on or evaluate a single test image (:func:`check_no_test_rows` refuses a
 validation partition holding one).
 
-Choices (the issue, not the papers, asks for them):
+Choices (ours: the papers state no tuning procedure):
 
 * validation rows: ``round(fraction · n_train)`` rows of each client's training rows
   (at least one, and one left to train on), drawn without replacement by
