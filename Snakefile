@@ -23,8 +23,12 @@ include: "workflow/rules/hints.smk"
 
 # Local runs: no job-rate limiter (its timers wake the scheduler once a second per job
 # finished so far; pflrepro.pipeline.workflow.drop_local_rate_limiter). Cluster executors keep it.
+# A local run whose config asks for CUDA on a machine without one stops here, before
+# any job (a cluster's jobs run on other machines; the executor is known only now).
 onstart:
     W.drop_local_rate_limiter(workflow)
+    if W.runs_here(workflow) and (_no_cuda := W.cuda_refusal(CFG)):
+        raise WorkflowError(f"Invalid config: {_no_cuda}")
 
 
 # With --keep-going, the tables of experiments that lost some runs: results/partial/.

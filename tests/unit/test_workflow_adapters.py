@@ -308,3 +308,9 @@ def test_cuda_is_refused_where_the_jobs_run_without_it() -> None:
     assert W.cuda_refusal(cfg, cuda_available=True) is None
     raw["experiments"]["tiny"]["training"] = {"device": "auto"}  # CUDA when present
     assert W.cuda_refusal(parse(raw), cuda_available=False) is None
+
+
+def test_the_jobs_run_here_only_under_the_local_executor() -> None:
+    assert W.runs_here(SimpleNamespace(executor_plugin=SimpleNamespace(name="local")))
+    assert not W.runs_here(SimpleNamespace(executor_plugin=SimpleNamespace(name="slurm")))
+    assert not W.runs_here(SimpleNamespace(executor_plugin=None))  # while parsing

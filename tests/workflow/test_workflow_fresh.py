@@ -71,10 +71,6 @@ def test_one_figure_builds_only_what_it_needs(tmp_path: Path) -> None:
                  marks=FULL),
     pytest.param(lambda c: c["experiments"]["tiny"]["partitions"][0].update(max_samples=3),
                  "experiments.tiny.partitions[0].max_samples", marks=FULL),
-    pytest.param(lambda c: c["experiments"]["tiny"].update(training={"device": "cuda"}),
-                 "experiments.tiny.training.device: cuda, but this machine has no CUDA",
-                 marks=[FULL, pytest.mark.skipif(torch.cuda.is_available(),
-                                                 reason="this machine has CUDA")]),
 ])
 def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -> None:
     config = yaml.safe_load(TINY.read_text())
@@ -87,6 +83,22 @@ def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, message: str) -
     assert "rule train" not in out
     assert not (work / "results").exists()
     assert len(out) < 5000, out  # one short message, never the schema
+
+
+@FULL
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_on_a_machine_without_it_stops_before_any_job(tmp_path: Path) -> None:
+    # the jobs would run here (the local executor): refused when Snakemake starts, before
+    # any job; a cluster executor's jobs run on other machines (tests/slurm: the job fails)
+    config = yaml.safe_load(TINY.read_text())
+    config["experiments"]["tiny"]["training"] = {"device": "cuda"}
+    work = new_workdir(tmp_path / "cuda", config)
+    proc = snakemake(work, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert ("experiments.tiny.training.device: cuda, but this machine has no CUDA device "
+            "and the jobs run here") in out, out
+    assert not (work / "results").exists() or not list((work / "results").rglob("*.*")), out
 
 
 def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -> None:

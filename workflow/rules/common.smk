@@ -41,14 +41,6 @@ try:
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
-# A training job that asks for CUDA where there is none fails at its start: when the
-# jobs run on this machine (no cluster executor, whose nodes are other machines), say
-# so before any job runs.
-if workflow.local_exec:
-    _no_cuda = W.cuda_refusal(CFG)
-    if _no_cuda:
-        raise WorkflowError(f"Invalid config: {_no_cuda}")
-
 # The rules' conda environment (--use-conda), relative to workflow/rules/; the project
 # itself is installed into it by workflow/envs/pflrepro.post-deploy.sh.
 ENV = "../envs/pflrepro.yaml"

@@ -102,6 +102,14 @@ def drop_local_rate_limiter(workflow: Any) -> bool:
     return True
 
 
+def runs_here(workflow: Any) -> bool:
+    """Whether Snakemake runs its jobs on this machine (the local executor).
+
+    Known from the Snakefile's ``onstart`` on (the executor is set after parsing).
+    """
+    return getattr(getattr(workflow, "executor_plugin", None), "name", None) == "local"
+
+
 def write_partial_reports(cfg: WorkflowConfig) -> list[str]:
     """After a failed workflow: partial tables of the experiments missing some runs.
 
