@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from pflrepro.models import check_input_shape
+
 
 class MLP(nn.Module):
     """Fully connected network: flatten, ``hidden`` ReLU layers, linear output."""
@@ -55,6 +57,10 @@ class CNN(nn.Module):
         return self.head(self.features(x))
 
 
+#: The model name of each VGG configuration (torchvision's letters).
+VGG_NAMES = {"A": "vgg11", "B": "vgg13"}
+
+
 class VGG(nn.Module):
     """VGG (Simonyan & Zisserman 2015) for small images: torchvision's conv stack, one linear head.
 
@@ -76,9 +82,7 @@ class VGG(nn.Module):
         from torchvision.models.vgg import cfgs, make_layers
 
         c, h, w = in_shape
-        if h < 32 or w < 32:
-            raise ValueError(f"VGG needs inputs of at least 32x32 (five 2x2 max-pools), got "
-                             f"{h}x{w}; use the cnn or mlp model for smaller images")
+        check_input_shape(VGG_NAMES[cfg], in_shape)  # five 2x2 max-pools: 32x32 at least
         layers = list(cfgs[cfg])
         stack = make_layers(layers, batch_norm=False)
         if c != 3:  # torchvision's stack reads RGB; rebuild its first convolution
