@@ -25,7 +25,8 @@ from pflrepro.config.limits import (
 from pflrepro.config.model import ExperimentConfig, MethodConfig
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner
-from pflrepro.models import check_input_shape, check_model_options
+from pflrepro.models import check_model_options
+from pflrepro.models.shapes import check_input_shape
 from pflrepro.training.settings import TrainingConfig
 
 _FINITE_TRAINING = {"lr": False, "momentum": True}

@@ -39,7 +39,7 @@ class DatasetSource:
     num_samples: int | None = None
     num_classes: int | None = None
     #: (channels, height, width) of its prepared images, where fixed; the config check
-    #: refuses a model that cannot take them (:func:`pflrepro.models.check_input_shape`).
+    #: refuses a model that cannot take them (:func:`pflrepro.models.shapes.check_input_shape`).
     image_shape: tuple[int, int, int] | None = None
     #: The raw files ``prepare`` fetches (its ``files=`` keyword's default); a config's
     #: ``data.checksums`` replaces their SHA-256 (:func:`with_checksums`).

@@ -15,7 +15,7 @@ Layer (tests/unit/test_layers.py): the networks; they may import only
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,24 +78,6 @@ MODEL_OPTIONS: Mapping[str, Mapping[str, ModelOption]] = {
     "vgg11": {},  # torchvision's VGG11 conv stack, one linear head, 32x32 inputs
     "vgg13": {},  # torchvision's VGG13 conv stack, one linear head, 32x32 inputs
 }
-
-
-#: The smallest image side each model takes: the CNN's two 2x2 max-pools need 4, VGG's
-#: five need 32 (its 512 features then feed the head); the MLP takes any.
-MIN_INPUT_SIDE: Mapping[str, int] = {"mlp": 1, "cnn": 4, "vgg11": 32, "vgg13": 32}
-
-
-def check_input_shape(name: str, shape: Sequence[int]) -> None:
-    """Raise ValueError when model ``name`` cannot take images of ``shape`` (C, H, W).
-
-    Images smaller than :data:`MIN_INPUT_SIDE` on a side are refused.
-    """
-    side = MIN_INPUT_SIDE.get(name, 1)
-    _, h, w = shape
-    if h < side or w < side:
-        fits = sorted(m for m, s in MIN_INPUT_SIDE.items() if s <= min(h, w))
-        raise ValueError(f"model {name!r} needs images of at least {side}x{side}, these are "
-                         f"{h}x{w}; models that take them: {', '.join(fits)}")
 
 
 def check_model_options(name: str, options: Mapping[str, Any]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from pflrepro.models import check_input_shape
+from pflrepro.models.shapes import check_input_shape
 
 
 class MLP(nn.Module):
