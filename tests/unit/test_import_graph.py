@@ -1,87 +1,18 @@
-"""No import cycle in ``src/pflrepro`` (issue 26, item 4).
+"""No import cycle in ``src/pflrepro`` at run time (issue 26, item 4).
 
-The graph is read from the source with :mod:`ast`, never by importing it. A module
-``a`` has an edge to a module ``b`` of the package when any statement of ``a``
-imports ``b``: at module level, inside a function or a class (a lazy import still
-runs when the function does, so it counts), with absolute or relative names. For
-``from p import x`` the edge goes to ``p.x`` when ``p.x`` is a module of the package
-(a submodule imported by name), otherwise to ``p``.
-
-Not edges: imports under ``if TYPE_CHECKING:`` (never true at run time; its
-``else:`` branch does run and counts), and the implicit import of a module's parent
-packages (``import a.b.c`` runs ``a/__init__.py``: a package's ``__init__`` that
-re-exports its own submodules would otherwise be a cycle with each of them, which
-Python resolves by design). Modules imported by a computed name
-(``importlib.import_module``) are not visible here: that is how the registries find
-their members without an import edge.
+The graph is read from the source (``_import_reader``: lazy imports count, imports
+under ``if TYPE_CHECKING:`` do not, and neither does the implicit import of a
+module's parent packages, since a package's ``__init__`` that re-exports its own
+submodules would otherwise be a cycle with each of them, which Python resolves by
+design).
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
-
-SRC = Path(__file__).resolve().parents[2] / "src"
-PACKAGE = "pflrepro"
-
-
-def _modules(src: Path, package: str) -> dict[str, Path]:
-    """Every module of ``package`` under ``src``: dotted name -> file."""
-    out = {}
-    for path in sorted((src / package).rglob("*.py")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
-
-
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement anywhere in ``tree``, but under ``if TYPE_CHECKING:``."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            found.append(node)
-        elif isinstance(node, ast.If) and _type_checking(node.test):
-            todo.extend(node.orelse)
-        else:
-            todo.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _edges(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The modules of the package that ``module`` (source at ``path``) imports."""
-    is_package = path.name == "__init__.py"
-    out: set[str] = set()
-    for node in _imports(ast.parse(path.read_bytes(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        else:
-            if node.level:
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target
-                       for a in node.names]
-        out.update(t for t in targets if t in modules and t != module)
-    return out
-
-
-def import_graph(src: Path = SRC, package: str = PACKAGE) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at run time."""
-    modules = _modules(src, package)
-    return {m: _edges(m, p, modules) for m, p in modules.items()}
+from _import_reader import PACKAGE, SRC, import_graph
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -1,19 +1,19 @@
 """The package's folders are its layers, and no module imports from a layer above its own.
 
-Every import statement counts: at module level, inside functions (lazy imports run when
-the function does) and under ``if TYPE_CHECKING:`` (a type-only import is still a
-dependency a reader follows). Modules found by a computed name (the registries'
+The imports are read from the source (``_import_reader``) with every statement
+counted: at module level, inside functions (lazy imports run when the function does)
+and under ``if TYPE_CHECKING:`` (a type-only import is still a dependency a reader
+follows). Modules found by a computed name (the registries'
 ``importlib.import_module``) are not statements and are not checked here.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from _import_reader import PACKAGE, SRC, import_graph
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 #: Bottom to top; a module may import its own layer and those listed before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "seeding"),          # the package itself (its version) and the seeds of every draw
@@ -30,34 +30,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 
 
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import statement of the file."""
-    module = _module(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    return _imports_in(path.read_text(), package)
-
-
-def _imports_in(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import of the package in ``source``."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            out.append((node.lineno, name))
-    return [(line, name) for line, name in out if name.split(".")[0] == "pflrepro"]
-
-
 def layer(module: str) -> int:
     """The layer of a module of the package (its folder, or its own name at the top)."""
     parts = module.split(".")
@@ -67,24 +39,25 @@ def layer(module: str) -> int:
     return LAYER_OF[top]
 
 
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a layer above its own."""
+    return [f"{a} imports {b}" for a, targets in sorted(graph.items())
+            for b in sorted(targets) if layer(b) > layer(a)]
+
+
 def test_every_module_is_in_a_layer() -> None:
-    files = sorted((SRC / "pflrepro").rglob("*.py"))
-    assert len(files) > 100
-    for path in files:
-        layer(_module(path))
+    graph = import_graph(SRC, PACKAGE, type_checking=True)
+    assert len(graph) > 100
+    for module in graph:
+        layer(module)
     # nothing at the top but the package, its entry point and the seeds
-    top = {p.name for p in (SRC / "pflrepro").glob("*.py")}
+    top = {p.name for p in (SRC / PACKAGE).glob("*.py")}
     assert top == {"__init__.py", "__main__.py", "seeding.py"}, top
 
 
 def test_no_import_from_a_higher_layer() -> None:
-    upward = []
-    for path in sorted((SRC / "pflrepro").rglob("*.py")):
-        mine = layer(_module(path))
-        for line, name in _imports(path):
-            if layer(name) > mine:
-                upward.append(f"{path.relative_to(SRC)}:{line} imports {name}")
-    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+    found = upward(import_graph(SRC, PACKAGE, type_checking=True))
+    assert not found, "imports from a higher layer:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("source, ok", [
@@ -94,8 +67,16 @@ def test_no_import_from_a_higher_layer() -> None:
     ("def f():\n    import pflrepro.cli\n", False),
     ("from .. import seeding\n", True),
 ])
-def test_the_check_sees_every_kind_of_import(source: str, ok: bool) -> None:
-    # as if in a module of pflrepro.training
-    found = [layer(n) > layer("pflrepro.training") for _, n in
-             _imports_in(source, "pflrepro.training")]
-    assert found and (not any(found)) == ok
+def test_the_check_sees_every_kind_of_import(tmp_path: Path, source: str, ok: bool) -> None:
+    # a hand-made pflrepro whose training/probe.py holds ``source``
+    files = {"__init__.py": "", "seeding.py": "", "store/__init__.py": "", "store/io.py": "",
+             "training/__init__.py": "", "training/probe.py": source,
+             "pipeline/__init__.py": "", "pipeline/workflow.py": "",
+             "reporting/__init__.py": "", "reporting/paper.py": "", "cli/__init__.py": ""}
+    for rel, text in files.items():
+        path = tmp_path / PACKAGE / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    graph = import_graph(tmp_path, PACKAGE, type_checking=True)
+    assert graph["pflrepro.training.probe"], graph  # the import was seen
+    assert (not upward(graph)) == ok, upward(graph)
