@@ -74,8 +74,6 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
     ``params`` column (else ``ValueError``: the table would describe other runs).
     Entries whose method has no run in ``runs`` are skipped.
     """
-    import json as _json
-
     exp_shown = {e["experiment"]: e["experiment"] for e in spec} | dict(experiment_labels or {})
     several = len({e["experiment"] for e in spec}) > 1
     notes = []
@@ -92,7 +90,7 @@ def table_notes(spec: Sequence[Mapping[str, Any]], runs: pd.DataFrame,
         for (partition, split), sub in mine.groupby(["partition", "split_seed"]):
             want = selected_params(selection, str(partition), int(split))
             for text in sub["params"].unique():
-                got = _json.loads(text)
+                got = json.loads(text)
                 wrong = sorted(k for k, v in want.items()
                                if k not in got or not math.isclose(float(got[k]), float(v),
                                                                    rel_tol=1e-9))
