@@ -337,7 +337,8 @@ def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]],
     by_id = {point_id(p): dict(p) for p in points}
     chosen: dict[tuple[str, int], dict[str, float]] = {}
     for (partition, split), sub in scores.groupby(["partition", "split"], sort=True):
-        missing = [p for p in order if p not in set(sub["point"])]
+        scored = set(sub["point"])
+        missing = [p for p in order if p not in scored]
         if missing:
             raise ValueError(f"no tuning run of {missing} on {partition}, split {split}")
     by = ["partition", "split"] if pool == "split" else ["partition"]
