@@ -212,9 +212,9 @@ def test_server_weights_experts_by_data_mass(monkeypatch):
     state = alg.init()
     state["q"] = torch.tensor([[0.2, 0.8], [0.6, 0.4]], dtype=torch.float64)
 
-    def constant(state, rnd, mass):
+    def constant(state, rnd, mass, clients):
         return [({n: torch.full_like(v, float(s)) for n, v in state["experts"].items()},
-                 clone(take(state["gates"], s)), 0.0) for s in range(len(mass))]
+                 clone(take(state["gates"], s)), 0.0) for s in clients]
 
     monkeypatch.setattr(alg, "local_training", constant)
     q = state["q"].numpy()
@@ -429,9 +429,9 @@ def test_posterior_option_rejects(bad):
 
 
 def _untrained(alg, monkeypatch):
-    def untrained(state, rnd, mass):
+    def untrained(state, rnd, mass, clients):
         return [(clone(state["experts"]), clone(take(state["gates"], s)), 0.0)
-                for s in range(len(mass))]
+                for s in clients]
 
     monkeypatch.setattr(alg, "local_training", untrained)
 
@@ -499,3 +499,49 @@ def test_label_posterior_keeps_the_global_q_bits():
         runs.append(state)
     _equal(runs[0]["experts"], runs[1]["experts"])
     assert torch.equal(runs[0]["q"], runs[1]["q"])
+
+
+def test_client_chunks_hold_the_budget():
+    # the default linear model: 2 classes x 2 features + 2 biases = 6 parameters;
+    # K = 2: 4 bytes x 2 x 6 = 48 bytes of experts per client
+    import pflrepro.algorithms.fedmix as FM
+
+    _, alg = _alg({"experts": 2})
+    assert alg.client_chunks() == [range(0, 3)]  # 1 GiB: all three clients at once
+    for budget, sizes in ((96, [2, 1]), (48, [1, 1, 1]), (1, [1, 1, 1])):
+        FM_budget = FM.CHUNK_BYTES
+        try:
+            FM.CHUNK_BYTES = budget
+            assert [len(r) for r in alg.client_chunks()] == sizes
+        finally:
+            FM.CHUNK_BYTES = FM_budget
+
+
+@pytest.mark.parametrize("params", [
+    {"experts": 2},
+    {"experts": 2, "posterior": "label_shard", "gate_hidden": 3},
+    {"experts": 3, "gate": "one_hot", "objective": "marginal"},
+])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_rounds_in_chunks_equal_one_pass_bit_for_bit(params, optimizer, monkeypatch):
+    """The CPU loop path trains each client alone: chunks change memory, never bits."""
+    import pflrepro.algorithms.fedmix as FM
+
+    runs = {}
+    for budget in (1 << 30, 1):  # one chunk; chunks of one client
+        monkeypatch.setattr(FM, "CHUNK_BYTES", budget)
+        e, alg = _alg(params, optimizer=optimizer, lr=0.05)
+        state = alg.init()
+        losses = []
+        for rnd in (1, 2):
+            state, loss = alg.round(state, rnd)
+            losses.append(loss)
+        runs[budget] = (len(alg.client_chunks()), state, np.stack(losses))
+    (one, a, la), (many, b, lb) = runs.values()
+    assert (one, many) == (1, 3)
+    np.testing.assert_array_equal(la, lb)
+    for key in a:
+        if isinstance(a[key], dict):
+            _equal(a[key], b[key])
+        else:
+            assert torch.equal(a[key], b[key]), key

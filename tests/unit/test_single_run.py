@@ -118,6 +118,17 @@ def test_run_errors_name_the_fix(flags: list[str], message: str, dirs: dict[str,
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_a_partition_error_gives_its_hint_once(dirs: dict[str, str],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A scheme's own message already names `pflrepro list partitions`: not said twice."""
+    flags = ["--method", "fedavg", "--dataset", "digits", "--partition", "dirichlet",
+             "--clients", "4"]
+    assert main(["run", *flags, *_args(dirs)]) == 1
+    err = capsys.readouterr().err
+    assert "needs alpha" in err
+    assert err.count("pflrepro list partitions") == 1
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_asked_for_without_cuda(dirs: dict[str, str],
                                      capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,15 +37,10 @@ A client predicts with Σ_k p(y | x, w_k) p(z = k | x, θ_s) (no q). A shard uns
 training has no gate: :meth:`FedMix.predict_unseen` uses p(y | x) ∝ Σ_k q(z = k | y)
 p(y | x, w_k), the global q for the gate (the text announces it; the formula is ours).
 
-``posterior`` says what q is conditioned on. ``label`` (default) is the paper's global
-q(z | y) above. The text also allows conditioning on the shard ("conditioning q(z|y) on
-s is possible and results in localized approximations with parameters φ_s that do not
-need to be communicated"; the authors found the global q aligns the gates better):
-``label_shard`` is q(z | y, s), eq. 6 over shard s's own class-c samples, and ``shard``
-is q(z | s), eq. 6 over all of shard s's samples (the shard as the only side
-information). Both stay on the client (nothing but the experts is sent); the recorded
-q(z | y = c) and the q of :meth:`FedMix.predict_unseen` are then the shards' q pooled by
-their class-c sample counts, Σ_s n_sc q(z | c, s) / Σ_s n_sc.
+``posterior`` says what q is conditioned on: ``label`` (default), the paper's global
+q(z | y) above; ``label_shard`` q(z | y, s) and ``shard`` q(z | s), which the text allows
+("localized approximations ... that do not need to be communicated"), each by eq. 6
+over shard s's own samples and kept on the client (docs/methods/fedmix.md).
 
 ``objective: marginal`` optimises eq. 4 itself (the paper: possible, but it tends to
 collapse onto one expert): r_ik is then the posterior p(z = k | x_i, y_i, s) ∝
@@ -90,10 +85,9 @@ Choices where the paper's text is silent (ours, configurable where marked):
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
   column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
 
-Local steps: the shared objective :class:`pflrepro.training.objectives.GatedExperts` (experts and
-gate in one parameter dict; an expert without a step gets a zero gradient), trained by
-:meth:`pflrepro.training.engine.Engine.train` (loop on the CPU, vmapped on CUDA). Measurements
-behind the defaults: docs/methods/fedmix.md.
+Local steps: :class:`pflrepro.training.objectives.GatedExperts` (experts and gate in one
+parameter dict) through :meth:`pflrepro.training.engine.Engine.train` (any path), a chunk
+of clients at a time (:data:`CHUNK_BYTES`). Measurements: docs/methods/fedmix.md.
 """
 
 from __future__ import annotations
@@ -112,6 +106,7 @@ from pflrepro.training.objectives import (
     EXPERT_LOSS_KEY,
     GatedExperts,
     gate_logits,
+    init_gate,
     join_experts,
     split_experts,
 )
@@ -122,6 +117,9 @@ OBJECTIVES = ("bound", "marginal")
 #: What q(z | ...) is conditioned on (``posterior``; see the module docstring).
 POSTERIORS = ("label", "label_shard", "shard")
 GATES = ("learned", "one_hot")
+#: Bytes of one chunk's stacked experts (float32): the clients whose local steps run
+#: together, so a round holds a few clients' K experts at a time, not every client's.
+CHUNK_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,24 +173,6 @@ class FedMixHyper:
         if self.gate == "one_hot" and self.objective != "marginal":
             raise ValueError("fedmix: gate one_hot needs objective marginal (the bound's "
                              "q update takes log p(z|x), which a one-hot gate makes -inf)")
-
-
-# ---------------------------------------------------------------------- the gate
-def init_gate(features: int, hidden: int, experts: int, gen: torch.Generator) -> Params:
-    """Gate weights drawn like ``torch.nn.Linear``'s: uniform ±1/√fan_in, from ``gen``."""
-    def layer(fan_in: int, fan_out: int) -> tuple[torch.Tensor, torch.Tensor]:
-        bound = 1.0 / math.sqrt(fan_in)
-        w = (torch.rand(fan_out, fan_in, generator=gen) * 2 - 1) * bound
-        b = (torch.rand(fan_out, generator=gen) * 2 - 1) * bound
-        return w, b
-
-    out: Params = {}
-    fan_in = features
-    if hidden > 0:
-        out["w1"], out["b1"] = layer(features, hidden)
-        fan_in = hidden
-    out["w2"], out["b2"] = layer(fan_in, experts)
-    return out
 
 
 @register_algorithm
@@ -348,10 +328,10 @@ class FedMix(Algorithm):
         counts = torch.zeros(num_classes, dtype=torch.float64)
         losses = np.full(s_all, np.nan)
 
-        local = self.local_training(state, rnd, mass)
+        local: dict[int, tuple[Params, Params, float]] = {}  # the chunk's trained clients
 
         def client(s: int) -> tuple[Params, torch.Tensor | None, torch.Tensor | None, float]:
-            trained, gate, loss = local[s]
+            trained, gate, loss = local.pop(s)
             if not self.learns_q:
                 return trained, None, None, loss
             idx = e.data.train[s]
@@ -364,31 +344,33 @@ class FedMix(Algorithm):
             return trained, s_sums.cpu(), s_counts.cpu(), loss
 
         model_size = e.model_size
-        for s, (trained, s_sums, s_counts, loss) in zip(
-                range(s_all), e.threads.map_clients(client, range(s_all)), strict=True):
-            for k in range(k_all):
-                if mass[s, k] > 0:
-                    averages[k].add(s, take(trained, k))
-            if s_sums is not None and s_counts is not None:
-                if self.local_q:  # the client's own q: eq. 6 over its samples, kept there
-                    if self.hp.posterior == "shard":
-                        s_sums = s_sums.sum(0, keepdim=True)
-                        s_counts = s_counts.sum(0, keepdim=True)
-                    state["q_local"][s] = self.q_update(s_sums, s_counts,
-                                                        state["q_local"][s])
-                else:
-                    sums += s_sums
-                    counts += s_counts
-            losses[s] = loss
-            uploaded = int((mass[s] > 0).sum())
-            up = uploaded * model_size
-            down = k_all * model_size
-            if self.learns_q and not self.local_q:
-                up += num_classes * k_all + num_classes  # per-class sums and counts
-                down += num_classes * k_all  # q
-            elif self.hp.objective == "marginal" and k_all > 1:
-                up += k_all  # the masses m_sk the server weights with
-            e.traffic.exchange(s, up=up, down=down)
+        for part in self.client_chunks():  # one chunk's expert stacks in memory at a time
+            local.update(zip(part, self.local_training(state, rnd, mass, part), strict=True))
+            for s, (trained, s_sums, s_counts, loss) in zip(
+                    part, e.threads.map_clients(client, part), strict=True):
+                for k in range(k_all):
+                    if mass[s, k] > 0:
+                        averages[k].add(s, take(trained, k))
+                if s_sums is not None and s_counts is not None:
+                    if self.local_q:  # the client's own q (eq. 6 over its samples)
+                        if self.hp.posterior == "shard":
+                            s_sums = s_sums.sum(0, keepdim=True)
+                            s_counts = s_counts.sum(0, keepdim=True)
+                        state["q_local"][s] = self.q_update(s_sums, s_counts,
+                                                            state["q_local"][s])
+                    else:
+                        sums += s_sums
+                        counts += s_counts
+                losses[s] = loss
+                uploaded = int((mass[s] > 0).sum())
+                up = uploaded * model_size
+                down = k_all * model_size
+                if self.learns_q and not self.local_q:
+                    up += num_classes * k_all + num_classes  # per-class sums and counts
+                    down += num_classes * k_all  # q
+                elif self.hp.objective == "marginal" and k_all > 1:
+                    up += k_all  # the masses m_sk the server weights with
+                e.traffic.exchange(s, up=up, down=down)
 
         new = {n: v.clone() for n, v in experts.items()}
         for k in range(k_all):
@@ -433,9 +415,16 @@ class FedMix(Algorithm):
                             marginal=self.hp.objective == "marginal" and k_all > 1,
                             learned_gate=self.learned_gate, per_client=True)
 
-    def local_training(self, state: State, rnd: int, mass: torch.Tensor
-                       ) -> list[tuple[Params, Params, float]]:
-        """Every client's local steps in one :meth:`Engine.train` call (any path).
+    def client_chunks(self) -> list[range]:
+        """The clients trained together: a chunk's expert stacks stay within CHUNK_BYTES."""
+        s_all = self.engine.num_clients
+        per_client = 4 * self.hp.experts * self.engine.model_size  # float32 bytes
+        size = max(1, min(s_all, CHUNK_BYTES // per_client))
+        return [range(a, min(a + size, s_all)) for a in range(0, s_all, size)]
+
+    def local_training(self, state: State, rnd: int, mass: torch.Tensor,
+                       clients: range | None = None) -> list[tuple[Params, Params, float]]:
+        """The local steps of ``clients`` (consecutive; all by default) in one train call.
 
         From the round's experts and each client's gate, on the client's ``local``
         stream, with :meth:`objective`. Returns per client its trained experts
@@ -443,24 +432,25 @@ class FedMix(Algorithm):
         round's steps); writes the clients' gates and optimiser states into ``state``.
         """
         e = self.engine
-        k_all, s_all = self.hp.experts, e.num_clients
-        clients = list(range(s_all))
-        params = join_experts([stack(take(state["experts"], k), s_all) for k in range(k_all)],
-                              state["gates"] if self.learned_gate else {})
-        opt = {**state["opt"],
-               EXPERT_LOSS_KEY: torch.zeros(s_all, k_all, dtype=torch.float64)}
-        params, opt, _ = e.train(params, opt, clients, rnd,
-                                 objective=self.objective(state, mass))
+        clients = range(e.num_clients) if clients is None else clients
+        k_all, a, b = self.hp.experts, clients.start, clients.stop
+        params = join_experts([stack(take(state["experts"], k), b - a) for k in range(k_all)],
+                              {n: v[a:b] for n, v in state["gates"].items()})
+        opt = {**{n: v[a:b] for n, v in state["opt"].items()},
+               EXPERT_LOSS_KEY: torch.zeros(b - a, k_all, dtype=torch.float64)}
+        params, opt, _ = e.train(params, opt, list(clients), rnd,
+                                 objective=self.objective(state, mass).rows(a, b))
         running = opt.pop(EXPERT_LOSS_KEY).cpu()
-        state["opt"] = opt
+        for n, v in opt.items():
+            state["opt"][n][a:b] = v
         out = []
-        for s in clients:
-            experts, gate = split_experts(take(params, s), k_all)
+        for i, s in enumerate(clients):
+            experts, gate = split_experts(take(params, i), k_all)
             trained = {n: torch.stack([p[n] for p in experts]) for n in experts[0]}
             if self.learned_gate:
                 put(state["gates"], s, gate)
             steps = max(e.steps_per_round(s), 1)
-            out.append((trained, gate, float(sum(float(v) / steps for v in running[s]))))
+            out.append((trained, gate, float(sum(float(v) / steps for v in running[i]))))
         return out
 
     # ------------------------------------------------------------------ predict

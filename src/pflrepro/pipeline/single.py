@@ -68,8 +68,9 @@ def single_run_config(req: SingleRun) -> dict[str, Any]:
     try:
         from_spec({"scheme": req.scheme, **dict(req.partition_options)})
     except (TypeError, ValueError) as err:
-        raise ValueError(f"--clients/--partition-option: {err} (`pflrepro list partitions` "
-                         "shows each scheme's options)") from err
+        hint = ("" if "pflrepro list partitions" in str(err) else
+                " (`pflrepro list partitions` shows each scheme's options)")
+        raise ValueError(f"--clients/--partition-option: {err}{hint}") from err
     experiment: dict[str, Any] = {
         "dataset": req.dataset, "scale": "cpu",
         "partitions": [{"scheme": req.scheme, **dict(req.partition_options)}],

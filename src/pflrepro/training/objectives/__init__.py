@@ -39,6 +39,7 @@ from pflrepro.training.objectives.experts import (
     expert_prefix,
     gate_grad,
     gate_logits,
+    init_gate,
     join_experts,
     split_experts,
 )
@@ -58,6 +59,6 @@ from pflrepro.training.objectives.weighted import PeerWeighted, SampleWeighted
 
 __all__ = ["ALPHA_KEY", "BASE", "Batch", "Distill", "EXPERT_LOSS_KEY", "GATE", "GatedExperts",
            "MAML", "MIXED", "MixedPair", "Objective", "PeerWeighted", "SampleWeighted",
-           "Stream", "expert_prefix", "gate_grad", "gate_logits",
+           "Stream", "expert_prefix", "gate_grad", "gate_logits", "init_gate",
            "hessian_vector_product", "join_experts", "join_pair", "join_pair_states",
            "masked_ce", "mix", "split_experts", "split_pair", "split_pair_states"]

@@ -6,6 +6,7 @@ Also the parameter-dict layout of the experts and the gate.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,6 +63,23 @@ def gate_logits(gate: Params, x: torch.Tensor) -> torch.Tensor:
     if "w1" in gate:
         h = F.relu(F.linear(h, gate["w1"], gate["b1"]))
     return F.linear(h, gate["w2"], gate["b2"])
+
+
+def init_gate(features: int, hidden: int, experts: int, gen: torch.Generator) -> Params:
+    """Gate weights drawn like ``torch.nn.Linear``'s: uniform ±1/√fan_in, from ``gen``."""
+    def layer(fan_in: int, fan_out: int) -> tuple[torch.Tensor, torch.Tensor]:
+        bound = 1.0 / math.sqrt(fan_in)
+        w = (torch.rand(fan_out, fan_in, generator=gen) * 2 - 1) * bound
+        b = (torch.rand(fan_out, generator=gen) * 2 - 1) * bound
+        return w, b
+
+    out: Params = {}
+    fan_in = features
+    if hidden > 0:
+        out["w1"], out["b1"] = layer(features, hidden)
+        fan_in = hidden
+    out["w2"], out["b2"] = layer(fan_in, experts)
+    return out
 
 
 def gate_grad(gate: Params, x: torch.Tensor, target: torch.Tensor) -> Params:
