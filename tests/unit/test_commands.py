@@ -33,3 +33,6 @@ def test_grid_projection_writes_both_tables(tmp_path: Path) -> None:
     table = pd.read_csv(csv)
     assert (table["peak_tflops"] == 10).all() and (table["utilisation"] == 0.5).all()
     assert "PROJECTED" in md.read_text()
+    from pflrepro.store.records import record_problem
+
+    assert record_problem(md) is None and record_problem(csv) is None  # pflrepro verify's

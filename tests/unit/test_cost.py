@@ -1,4 +1,5 @@
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -228,7 +229,9 @@ def test_a_missing_or_damaged_benchmark_record_is_named_and_the_table_written(
              wall_s=9.0)
     b[1].unlink()
     assert read_benchmark(a[1])["s"] == 8.0 and digest_path(a[1]).exists()  # first reader
-    a[1].write_text(a[1].read_text().replace("8.0", "1.0"))  # damaged after it was read
+    stat = a[1].stat()
+    a[1].write_text(a[1].read_text().replace("8.0", "1.0"))  # damaged after it was read,
+    os.utime(a[1], ns=(stat.st_atime_ns, stat.st_mtime_ns))  # its mtime kept (bit rot)
     md, csv = tmp_path / "c.md", tmp_path / "c.csv"
     assert main(["cost", "--experiment", "e", "--runs", str(a[0]), str(b[0]), str(c[0]),
                  "--benchmarks", str(a[1]), str(b[1]), str(c[1]), "--logs", str(a[2]),

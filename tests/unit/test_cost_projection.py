@@ -49,3 +49,6 @@ def test_the_command_writes_one_projection(tmp_path: Path) -> None:
     text = md.read_text()
     assert text.count("## Projection of the paper-scale grid") == 1
     assert "1 experiment × method pair(s) not priced" in text
+    from pflrepro.store.records import record_problem
+
+    assert record_problem(md) is None and record_problem(csv) is None  # pflrepro verify's

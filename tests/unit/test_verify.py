@@ -11,7 +11,7 @@ import pandas as pd
 from pflrepro.cli import main
 from pflrepro.data.store import write_dataset
 from pflrepro.pipeline.verify import verify
-from pflrepro.store.io import DAMAGED_MTIME, digest_path, write_parquet
+from pflrepro.store.io import DAMAGED_MTIME, digest_path, sha256_file, write_parquet
 
 
 def _results(tmp_path: Path) -> Path:
@@ -153,6 +153,24 @@ def test_benchmark_records_are_recorded_then_checked(tmp_path: Path) -> None:
     assert not bench.exists() and bench.with_name(bench.name + ".corrupt-1").exists()
 
 
+def test_a_benchmark_written_again_by_its_rerun_job_is_recorded_again(tmp_path: Path) -> None:
+    # a job that reruns (a damaged run rebuilt, --forcerun) gets its benchmark file written
+    # again by Snakemake, newer than the record of the earlier one: not damage
+    from pflrepro.store.records import checked_benchmark
+
+    results = _results(tmp_path)
+    bench = results / "benchmarks/train/tiny/p/fedavg/split0-seed0.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t300\t11.0\n")
+    assert checked_benchmark(bench) == bench and digest_path(bench).exists()
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n13.5\t0:00:13\t300\t12.0\n")
+    later = digest_path(bench).stat().st_mtime_ns + 2_000_000_000
+    os.utime(bench, ns=(later, later))
+    _, findings = verify(results)
+    assert [(f.status, f.path) for f in findings] == [("recorded", bench)]
+    assert verify(results) == (4, []) and checked_benchmark(bench) == bench
+
+
 def test_a_non_utf8_record_is_named_and_the_rest_still_checked(tmp_path: Path, capsys) -> None:
     results = _results(tmp_path)
     fedavg = results / "runs/tiny/p/fedavg/split0-seed0.parquet"
@@ -178,3 +196,31 @@ def test_a_meta_json_from_before_records_is_reported_then_adopted(tmp_path: Path
     _, findings = verify(results, adopt=True)
     assert [(f.status, f.path) for f in findings] == [("adopted", folder)]
     assert verify(results) == (3, [])
+
+
+def _figure(figures: Path) -> dict[str, Path]:
+    """A figure written as every figure kind writes it (PDF and PNG)."""
+    from pflrepro.reporting.figures.common import new_figure, save_figure
+
+    fig = new_figure(2.0, 1.5)
+    fig.add_subplot().plot([0, 1, 2], [0.2, 0.5, 0.4])
+    files = {"pdf": figures / "tiny-accuracy.pdf", "png": figures / "partitions/toy/p-split0.png"}
+    save_figure(fig, files["pdf"], files["png"])
+    return files
+
+
+def test_figures_carry_digests_and_bit_rot_is_found(tmp_path: Path, capsys) -> None:
+    results = _results(tmp_path)
+    files = _figure(tmp_path / "figures")  # beside the results directory, as the rules write
+    for path in files.values():
+        assert digest_path(path).read_text().split() == [sha256_file(path), path.name]
+    assert verify(results) == (5, [])
+    _flip_keep_mtime(files["png"])
+    _flip_keep_mtime(files["pdf"])
+    assert main(["verify", "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    for path in files.values():
+        assert f"damaged: {path}: its SHA-256 differs" in out
+        assert path.stat().st_mtime == DAMAGED_MTIME  # the next snakemake redraws it
+        assert path.with_name(path.name + ".corrupt-1").exists()
+    assert verify(results, figures=tmp_path / "elsewhere") == (3, [])

@@ -246,3 +246,74 @@ def test_truncated_partition_is_named_set_aside_and_rebuilt(built: Path) -> None
     failed = _damage_and_rebuild(built, partition)
     out = failed.stdout + failed.stderr
     assert f"{partition.relative_to(built)} is damaged" in out, out
+
+
+def test_a_figure_with_bit_rot_is_found_by_verify_and_redrawn(built: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    # a figure is read by no job: only its digest record shows a byte changed with the
+    # mtime kept; verify marks it as it marks a table, and the next snakemake redraws it
+    from pflrepro.pipeline.verify import verify
+
+    figures = [built / "figures/tiny-accuracy.png",
+               sorted((built / "figures/partitions/digits").glob("*.pdf"))[0]]
+    original = {path: path.read_bytes() for path in figures}
+    for path in figures:
+        stat = path.stat()
+        data = bytearray(original[path])
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)  # mtimes kept
+    monkeypatch.chdir(built)  # as a user runs it: Snakemake's records are found from here
+    _, findings = verify(built / "results")
+    assert sorted((f.status, f.path) for f in findings) == sorted(
+        ("damaged", path) for path in figures), findings
+    planned = {rule for rule, _ in planned_jobs(snakemake(built, "-n"))}
+    assert {"plot_accuracy", "plot_partition"} <= planned, planned
+    assert not {"train", "aggregate_method", "partition"} & planned, planned
+    snakemake(built)
+    for path in figures:
+        assert path.read_bytes() == original[path]  # redrawn byte-identical
+        path.with_name(path.name + ".corrupt-1").unlink()
+    assert verify(built / "results")[1] == []
+    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+
+
+# ------------------------------------------------- every stored file under a digest
+#: Files the workflow writes under results/ and figures/ without a digest record of their
+#: own (paths relative to the working directory, fnmatch patterns), and why.
+UNRECORDED = {
+    # a prepared data set's arrays: their SHA-256 are in meta.json, which has a record
+    # (verify checks the set as one folder)
+    "results/data/*/*.npy",
+    # the partial tables of a failed run (the onerror handler, no rule): read by people,
+    # by no job, and written again after the next failure
+    "results/partial/*",
+}
+
+
+def test_every_stored_file_has_a_record_that_verify_checks(built: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    # a new kind of output without a digest record fails here: give it a record (written
+    # with the file, or by pflrepro.store.records) and a check in pflrepro verify
+    from fnmatch import fnmatch
+
+    from pflrepro.pipeline.verify import verify
+    from pflrepro.store.io import DIGEST_SUFFIX, digest_path
+
+    stored = sorted(p.relative_to(built).as_posix() for folder in ("results", "figures")
+                    for p in (built / folder).rglob("*") if p.is_file()
+                    and not p.name.endswith(DIGEST_SUFFIX))
+    unrecorded = [p for p in stored if not digest_path(built / p).exists()
+                  and not any(fnmatch(p, pattern) for pattern in UNRECORDED)]
+    assert unrecorded == [], unrecorded
+    kinds = {p.split("/")[1] if p.startswith("results/") else "figures" for p in stored}
+    assert {"runs", "aggregate", "tables", "partitions", "public", "data", "benchmarks",
+            "figures"} <= kinds, kinds
+    # verify checks each recorded file once (a data set as its folder, for its meta.json)
+    monkeypatch.chdir(built)
+    checked, findings = verify(built / "results")
+    assert findings == []
+    assert checked == sum(digest_path(built / p).exists() for p in stored)

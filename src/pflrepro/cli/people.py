@@ -59,15 +59,17 @@ def _status(args: argparse.Namespace) -> None:
 
 
 def _verify(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.verify import verify
+    from pflrepro.pipeline.verify import default_figures, verify
 
-    checked, findings = verify(args.results, adopt=args.adopt)
+    figures = args.figures or default_figures(args.results)
+    checked, findings = verify(args.results, adopt=args.adopt, figures=figures)
     for finding in findings:
         print(finding)
     bad = [f for f in findings if f.status in ("damaged", "undigested")]
     adopted = len(findings) - len(bad)
-    print(f"{checked} stored file(s) under {args.results} checked: {len(bad)} damaged or "
-          f"undigested" + (f", {adopted} adopted" if args.adopt else ""))
+    print(f"{checked} stored file(s) under {args.results} and {figures} checked: "
+          f"{len(bad)} damaged or undigested"
+          + (f", {adopted} adopted" if args.adopt else ""))
     if bad:
         raise ValueError(f"{len(bad)} stored file(s) damaged or without a digest record "
                          "(listed above); damaged ones are marked or set aside: rerun "
@@ -121,6 +123,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p = sub.add_parser("verify", help="check every stored file's digest (bit rot); mark "
                                       "damaged ones for rebuilding")
     p.add_argument("--results", default="results", help="results directory (default: results)")
+    p.add_argument("--figures", help="figures directory (default: figures beside the "
+                   "results directory)")
     p.add_argument("--adopt", action="store_true",
                    help="write digest records for stored files that have none (files from "
                         "before records existed; trusts them as they are now)")

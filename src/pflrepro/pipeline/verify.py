@@ -14,13 +14,15 @@ under the results directory now:
   a folder whose ``meta.json`` is gone;
 * tables, partition reports, tuning selections and report pages (:data:`RECORDED`):
   their digest records (:mod:`pflrepro.store.records`);
+* figures (``figures/**/*.{pdf,png}``, beside the results directory): their digest
+  records, written with each file (:func:`pflrepro.reporting.figures.common.save_figure`);
 * benchmark records (``results/benchmarks/**/*.tsv``): their digest records, written
   by the first reader (Snakemake writes the files);
 * checkpoints (``**/*.ckpt``): the digest trailer
   (:func:`pflrepro.store.checkpoint.verified_payload`).
 
-A damaged file is handled as the job that reads it would: a Parquet file, table or
-report is copied aside and dated 1970 so that the next ``snakemake`` rebuilds exactly
+A damaged file is handled as the job that reads it would: a Parquet file, table,
+report or figure is copied aside and dated 1970 so that the next ``snakemake`` rebuilds exactly
 it and what is made from it; a data set's damaged array or ``meta.json`` has its
 ``x.npy`` set aside (its preparation reruns); a checkpoint is set aside (its run
 restarts from round 0); a benchmark record is set aside (the cost table names it
@@ -54,7 +56,7 @@ from pflrepro.store.io import (
     write_digest,
 )
 from pflrepro.store.progress import PROGRESS_TABLE_SUFFIX
-from pflrepro.store.records import record_problem
+from pflrepro.store.records import benchmark_problem, record_problem
 
 #: Folders under the results directory that hold digested Parquet files.
 PARQUET_DIRS = ("runs", "partitions", "public", "aggregate", "tuning")
@@ -65,6 +67,18 @@ RECORDED = (("tables", "*"), ("partitions", "*-clients.csv"), ("partitions", "*-
             ("report", "*.html"))
 #: Where Snakemake writes the training jobs' benchmark records.
 BENCHMARK_DIR = "benchmarks"
+#: The figures' files (:data:`pflrepro.pipeline.workflow.patterns.FIGURE`, partition
+#: figures and tuning figures below the same folder), each with its digest record.
+FIGURE_NAMES = ("*.pdf", "*.png")
+
+
+def default_figures(results: str | Path) -> Path:
+    """The workflow's figures folder of ``results``: ``figures`` beside it.
+
+    The rules write ``results/...`` and ``figures/...`` relative to one working
+    directory (:mod:`pflrepro.pipeline.workflow.patterns`).
+    """
+    return Path(results).parent / "figures"
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,7 @@ def _check_dataset(folder: Path, adopt: bool) -> Finding | None:
 
 
 def _check_recorded(path: Path, adopt: bool) -> Finding | None:
-    """A table, report or tuning selection against its digest record."""
+    """A table, report, tuning selection or figure against its digest record."""
     problem = record_problem(path)
     if problem is None:
         return None
@@ -168,13 +182,13 @@ def _check_recorded(path: Path, adopt: bool) -> Finding | None:
 
 def _check_benchmark(path: Path) -> Finding | None:
     """A benchmark record: recorded when it has no digest yet, set aside when damaged."""
-    problem = record_problem(path)
+    problem = benchmark_problem(path)
     if problem is None:
         return None
     if problem == "no digest record":  # Snakemake writes them without one
         write_digest(path)
         return Finding("recorded", path, f"wrote {path.name}.sha256 (Snakemake writes "
-                       "benchmark records without one)")
+                       "benchmark records without one, again when their job reruns)")
     return Finding("damaged", path, f"{problem}; set aside as {set_aside(path).name} (the "
                    "job's cost table names it missing; delete its run to measure it again)")
 
@@ -200,15 +214,18 @@ def _check_checkpoint(path: Path) -> Finding | None:
     return None
 
 
-def verify(results: str | Path = "results", *, adopt: bool = False) -> tuple[int, list[Finding]]:
-    """Check every stored file under ``results``; (files checked, findings).
+def verify(results: str | Path = "results", *, adopt: bool = False,
+           figures: str | Path | None = None) -> tuple[int, list[Finding]]:
+    """Check every stored file under ``results`` and ``figures``; (files checked, findings).
 
+    ``figures`` defaults to :func:`default_figures` (a missing folder holds no figures).
     Damaged files are handled as described in the module docstring; with ``adopt``
     files without a digest record get one.
     """
     results = Path(results)
     if not results.is_dir():
         raise FileNotFoundError(f"{results} is not a directory (--results DIR)")
+    figures = default_figures(results) if figures is None else Path(figures)
     checks: list[tuple[Path, Callable[[], Finding | None]]] = []
     for path in stored_parquet(results):
         checks.append((path, partial(_check_parquet, path, adopt)))
@@ -216,6 +233,8 @@ def verify(results: str | Path = "results", *, adopt: bool = False) -> tuple[int
         checks.append((folder, partial(_check_dataset, folder, adopt)))
     recorded = sorted({p for folder, names in RECORDED for p in (results / folder).rglob(names)
                        if not _skipped(p) and p.suffix != ".parquet"})
+    recorded += sorted({p for names in FIGURE_NAMES for p in figures.rglob(names)
+                        if not _skipped(p)})
     for path in recorded:
         checks.append((path, partial(_check_recorded, path, adopt)))
     for path in sorted((results / BENCHMARK_DIR).rglob("*.tsv")):

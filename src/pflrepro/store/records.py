@@ -4,14 +4,17 @@ Run tables, aggregates, partitions and public sets carry a ``<file>.sha256`` rec
 written with the file (:func:`pflrepro.store.io.atomic_digested_path`), prepared data sets
 one for ``meta.json`` (:mod:`pflrepro.data.store`). The other files a job writes get
 theirs here, once the command that wrote them has finished (:func:`record_outputs`):
-the tables (Markdown, LaTeX, CSV), partition reports, cost tables, claims tables,
-tuning selections and report pages. A crash between a file and its record leaves a
+the tables (Markdown, LaTeX, CSV), partition reports, cost tables and projections,
+claims tables, tuning selections and report pages. A crash between a file and its record leaves a
 file without a record, which ``pflrepro verify`` reports (it is rebuilt or adopted),
 never a record of another version.
 
 Benchmark records are written by Snakemake after a training job ends, so no job of
 ours writes them: the first reader records the digest of the file as Snakemake left it
 (:func:`checked_benchmark`) and every later reader and ``pflrepro verify`` checks it.
+A job that reruns gets its benchmark file written again, newer than the record of the
+earlier one: such a record is replaced, not taken as damage (:func:`benchmark_problem`;
+bit rot keeps the file's modification time).
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ import argparse
 import logging
 from pathlib import Path
 
-from pflrepro.store.io import DamagedRecord, read_record, set_aside, sha256_file, write_digest
+from pflrepro.store.io import (
+    DamagedRecord,
+    digest_path,
+    read_record,
+    set_aside,
+    sha256_file,
+    write_digest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +40,8 @@ OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
     "table": ("md", "tex", "csv"),
     "communication": ("md", "csv"),
     "cost": ("md", "csv", "projection_csv"),
+    "cost-projection": ("md", "csv"),
+    "grid-projection": ("md", "csv"),
     "partition-stats": ("csv", "md"),
     "claims": ("md", "csv"),
     "paper-vs-ours": ("md", "csv"),
@@ -68,6 +80,22 @@ def record_problem(path: Path) -> str | None:
     return None
 
 
+def benchmark_problem(path: Path) -> str | None:
+    """:func:`record_problem` of a benchmark file, ``"no digest record"`` when rewritten.
+
+    A record older than its file describes the file of an earlier run of the job
+    (Snakemake wrote the file again when the job reran): it is as good as none.
+    """
+    problem = record_problem(path)
+    if problem is not None and problem != "no digest record":
+        try:
+            if digest_path(path).stat().st_mtime_ns < path.stat().st_mtime_ns:
+                return "no digest record"
+        except FileNotFoundError:
+            pass
+    return problem
+
+
 def checked_benchmark(path: str | Path) -> Path | None:
     """``path`` when it is a whole benchmark record; None when it is missing or damaged.
 
@@ -82,7 +110,7 @@ def checked_benchmark(path: str | Path) -> Path | None:
                     "it, or it was set aside as damaged): its wall time, CPU time and "
                     "memory are unknown", path)
         return None
-    problem = record_problem(path)
+    problem = benchmark_problem(path)
     if problem == "no digest record":
         write_digest(path)
         return path

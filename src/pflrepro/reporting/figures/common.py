@@ -5,7 +5,9 @@ directly (never through :mod:`matplotlib.pyplot`), so importing a figure module
 changes no global backend or state and leaks no figures. Every figure is drawn and
 saved inside one fixed style (:data:`STYLE`, seaborn ``whitegrid``/``paper`` with a
 fixed font), and the PDF is saved without a creation date, so the same inputs and the
-same library versions give byte-identical files. Both files are written atomically.
+same library versions give byte-identical files. Both files are written atomically,
+each with its digest record ``<file>.sha256`` beside it, which ``pflrepro verify``
+checks (:mod:`pflrepro.pipeline.verify`).
 
 Layout: a figure is laid out by constrained layout, and :func:`finish` adds its
 figure legends (:class:`LegendSpec`) so that they fit: it gives a legend below the
@@ -33,7 +35,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
-from pflrepro.store.io import atomic_path
+from pflrepro.store.io import atomic_digested_path
 from pflrepro.reporting.accuracy import RUN_KEYS, SETTING_KEYS
 from pflrepro.store.results import GROUP
 
@@ -98,11 +100,14 @@ class LegendSpec:
 
 
 def save_figure(fig: Figure, pdf: PathLike, png: PathLike) -> None:
-    """Save ``fig`` to ``pdf`` and ``png``, each atomically, with reproducible metadata."""
+    """Save ``fig`` to ``pdf`` and ``png``, each atomically with its digest record.
+
+    The metadata are reproducible (no creation date).
+    """
     with matplotlib.rc_context(STYLE):
-        with atomic_path(pdf) as tmp:
+        with atomic_digested_path(pdf) as tmp:
             fig.savefig(tmp, format="pdf", metadata=PDF_METADATA)
-        with atomic_path(png) as tmp:
+        with atomic_digested_path(png) as tmp:
             fig.savefig(tmp, format="png")
 
 
