@@ -44,5 +44,5 @@ onerror:
 rule all:
     localrule: True
     input:
-        all_targets(),
+        all_input,
     default_target: True

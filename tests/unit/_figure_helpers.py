@@ -15,6 +15,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from pflrepro.reporting.figures import common
+from pflrepro.reporting.names import method_name
 from pflrepro.store.results import (
     CONFIG_COLUMNS,
     GROUP,
@@ -139,6 +140,24 @@ def captured_figures(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
 def texts(fig: Figure) -> str:
     """All titles, axis labels and texts of a figure, one string."""
     return "\n".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+
+
+def assert_names_not_ids(fig: Figure, methods: Sequence[str],
+                         labels: Mapping[str, str]) -> None:
+    """The figure names each method by its paper name and each partition by its label.
+
+    No text of the figure (titles, legend titles and entries, axis and colour bar
+    labels) holds a method id that has a paper name, or a labelled partition's id.
+    """
+    shown = texts(fig)
+    for method in methods:
+        name = method_name(method)
+        assert name != method, f"{method!r} has no paper name to check against"
+        assert name in shown, f"{name!r} is not in the figure's texts: {shown!r}"
+        assert method not in shown, f"method id {method!r} in the figure's texts: {shown!r}"
+    for partition, label in labels.items():
+        assert label in shown, f"label {label!r} is not in the figure's texts: {shown!r}"
+        assert partition not in shown, f"partition id {partition!r} in the texts: {shown!r}"
 
 
 def drawn_texts(fig: Figure) -> list[matplotlib.text.Text]:

@@ -11,6 +11,7 @@ import pytest
 from _figure_helpers import (
     W_FIRST,
     assert_figure_files,
+    assert_names_not_ids,
     captured_figures,
     check_fits,
     grid_aggregate,
@@ -104,6 +105,10 @@ def test_labels_name_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
                                     labels={"label_groups-clients3-groups2": "two"})
     # unlabelled ids show as themselves
     assert "two" in texts(figures[0]) and "groups1" in texts(figures[0])
+    labels = {"label_groups-clients3-groups2": "two", "label_groups-clients3-groups1": "one"}
+    plot_client_weights_over_rounds(weights_aggregate(), tmp_path / "o.pdf", tmp_path / "o.png",
+                                    labels=labels)
+    assert_names_not_ids(figures[1], ["federico"], labels)
 
 
 @pytest.mark.parametrize(("partitions", "methods"), [(1, 1), (1, 6), (3, 4)])

@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 from _figure_helpers import (
     assert_figure_files,
+    assert_names_not_ids,
+    captured_figures,
     check_fits,
     grid_aggregate,
     make_run,
@@ -45,10 +47,14 @@ def test_cluster_panels_by_hand() -> None:
     assert panel.client_groups == [0, 1, 1] and panel.groups_known
 
 
-def test_plot_clusters(tmp_path: Path) -> None:
+def test_plot_clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = captured_figures(monkeypatch)
     pdf, png = tmp_path / "k.pdf", tmp_path / "k.png"
-    plot_clusters(clusters_aggregate(), pdf, png, "clustered_fl")
+    labels = {"label_groups-clients3-groups2": "two groups"}
+    plot_clusters(clusters_aggregate(), pdf, png, "clustered_fl", labels=labels)
     assert_figure_files(pdf, png)
+    # the method's paper name and the partition's label, no id, in every title
+    assert_names_not_ids(figures[0], ["clustered_fl"], labels)
     with pytest.raises(ValueError, match="'federico'"):
         plot_clusters(weights_aggregate(), tmp_path / "x.pdf", tmp_path / "x.png", "federico")
     bad = clusters_aggregate()

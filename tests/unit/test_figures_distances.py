@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _figure_helpers import assert_figure_files, check_fits, grid_aggregate, make_run
+from _figure_helpers import (
+    assert_figure_files,
+    assert_names_not_ids,
+    captured_figures,
+    check_fits,
+    grid_aggregate,
+    make_run,
+)
 
 from pflrepro.reporting.figures.distances import OTHER, SAME, distance_curves, plot_distances
 from pflrepro.store.results import MODEL_DISTANCE
@@ -40,12 +47,15 @@ def test_curves_by_hand() -> None:
     assert (curves["runs"] == 2).all()
 
 
-def test_plot_writes_both_files(tmp_path: Path) -> None:
+def test_plot_writes_both_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = captured_figures(monkeypatch)
     # the experiment's method order may name methods that log no distances
+    labels = {"label_groups-clients3-groups2": "two groups"}
     curves = plot_distances(_aggregate(), tmp_path / "d.pdf", tmp_path / "d.png",
-                            methods_order=["fedavg", "fedamp"])
+                            methods_order=["fedavg", "fedamp"], labels=labels)
     assert_figure_files(tmp_path / "d.pdf", tmp_path / "d.png")
     assert len(curves) == 4
+    assert_names_not_ids(figures[0], ["fedamp"], labels)
 
 
 @pytest.mark.parametrize(("partitions", "methods"), [(1, 1), (3, 3)])

@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _figure_helpers import assert_figure_files, check_fits, make_run, weights_aggregate
+from _figure_helpers import (
+    assert_figure_files,
+    assert_names_not_ids,
+    captured_figures,
+    check_fits,
+    make_run,
+    weights_aggregate,
+)
 
 from pflrepro.cli import main
 from pflrepro.reporting.figures.gates import (
@@ -63,10 +70,12 @@ def test_gate_mass_by_group_by_hand() -> None:
         gate_mass_by_group(weights_aggregate(), "federico")
 
 
-def test_plot_gate_mass(tmp_path: Path) -> None:
+def test_plot_gate_mass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = captured_figures(monkeypatch)
     pdf, png = tmp_path / "g.pdf", tmp_path / "g.png"
-    plot_gate_mass(gates_aggregate(), pdf, png)
+    plot_gate_mass(gates_aggregate(), pdf, png, labels={PART: "rotated"})
     assert_figure_files(pdf, png)
+    assert_names_not_ids(figures[0], ["fedmix"], {PART: "rotated"})
     with pytest.raises(ValueError, match="'fedavg'"):
         plot_gate_mass(gates_aggregate(), tmp_path / "x.pdf", tmp_path / "x.png", "fedavg")
     assert not (tmp_path / "x.pdf").exists()

@@ -7,7 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _figure_helpers import assert_figure_files, check_fits, make_run
+from _figure_helpers import (
+    assert_figure_files,
+    assert_names_not_ids,
+    captured_figures,
+    check_fits,
+    make_run,
+)
 
 from pflrepro.cli import main
 from pflrepro.reporting.figures.posterior import (
@@ -51,10 +57,12 @@ def test_posterior_panels_by_hand() -> None:
     assert panel.matrix.to_numpy().tolist() == Q_FINAL.tolist()
 
 
-def test_plot_expert_posterior(tmp_path: Path) -> None:
+def test_plot_expert_posterior(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = captured_figures(monkeypatch)
     pdf, png = tmp_path / "q.pdf", tmp_path / "q.png"
-    plot_expert_posterior(posterior_aggregate(), pdf, png)
+    plot_expert_posterior(posterior_aggregate(), pdf, png, labels={PART: "permuted labels"})
     assert_figure_files(pdf, png)
+    assert_names_not_ids(figures[0], ["fedmix"], {PART: "permuted labels"})
     with pytest.raises(ValueError, match="'fedavg'"):
         plot_expert_posterior(posterior_aggregate(), tmp_path / "x.pdf", tmp_path / "x.png",
                               "fedavg")

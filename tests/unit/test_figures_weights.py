@@ -10,6 +10,7 @@ import pytest
 from _figure_helpers import (
     W_FIRST,
     assert_figure_files,
+    assert_names_not_ids,
     captured_figures,
     check_fits,
     grid_aggregate,
@@ -53,10 +54,13 @@ def test_weight_panels_sort_by_group_and_mixtures() -> None:
 def test_plot_client_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figures = captured_figures(monkeypatch)
     pdf, png = tmp_path / "w.pdf", tmp_path / "w.png"
-    plot_client_weights(weights_aggregate(), pdf, png,
-                        labels={"label_groups-clients3-groups2": "2 distributions"})
+    labels = {"label_groups-clients3-groups2": "2 distributions",
+              "label_groups-clients3-groups1": "1 distribution"}
+    plot_client_weights(weights_aggregate(), pdf, png, labels=labels)
     assert_figure_files(pdf, png)
     assert "2 distributions" in texts(figures[0]) and "groups2" not in texts(figures[0])
+    # the method's paper name and the partitions' labels, no id, in every title
+    assert_names_not_ids(figures[0], ["federico"], labels)
 
 
 def test_plot_client_weights_mixture_and_no_groups(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The light CLI commands import no torch (seconds per job); a workflow parse imports it
-only for the algorithm registry (which imports every method's module, ~2 s once).
+"""The light CLI commands, the config check and a workflow parse import no torch
+(seconds per job); the algorithm registry reads the methods' declarations from their
+source (tests/unit/test_declarations.py).
 
 Each check runs in a fresh interpreter and looks at ``sys.modules`` afterwards, so an
 import of torch anywhere on the path (the algorithm registry, seeding, the data
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pflrepro.algorithms import ALGORITHMS, INFOS, get_algorithm
+from pflrepro.algorithms import ALGORITHMS, get_algorithm
 from pflrepro.store.io import write_parquet
 from pflrepro.store.results import MetricLog, aggregate
 
@@ -44,7 +45,7 @@ def test_config_and_workflow_import_no_torch(tmp_path: Path) -> None:
                          tmp_path) == []
 
 
-def test_workflow_parse_of_the_paper_grid_imports_torch_only(tmp_path: Path) -> None:
+def test_workflow_parse_of_the_paper_grid_imports_no_torch(tmp_path: Path) -> None:
     """What common.smk does for every job of config.yaml: parse, targets, run specs."""
     code = f"""
         import yaml
@@ -60,7 +61,20 @@ def test_workflow_parse_of_the_paper_grid_imports_torch_only(tmp_path: Path) -> 
         for dataset, partition, split in cfg.partitions():
             W.partition_code(cfg, SimpleNamespace(dataset=dataset, partition=partition))
     """
-    assert _loaded_after(code, tmp_path) == ["torch"]  # no scikit-learn, no matplotlib
+    assert _loaded_after(code, tmp_path) == []
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config/demo.yaml"])
+def test_check_config_imports_no_torch(config: str) -> None:
+    """``pflrepro check-config`` as a user runs it; ``-X importtime`` lists every import."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pflrepro", "check-config",
+                           config], cwd=REPO, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert proc.returncode == 0 and ": valid (" in proc.stdout, proc.stderr[-3000:]
+    imported = [line.rpartition("|")[2].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")]
+    assert "pflrepro.config.schema" in imported  # the listing is there to be read
+    assert [m for m in imported if m.split(".")[0] in HEAVY] == []
 
 
 def _run_table(path: Path, seed: int) -> Path:
@@ -111,16 +125,6 @@ def test_training_imports_the_algorithm_and_torch(tmp_path: Path) -> None:
         from pflrepro.algorithms import get_algorithm
         get_algorithm("fedavg")
     """, tmp_path)
-
-
-@pytest.mark.parametrize("name", sorted(INFOS))
-def test_registered_class_matches_its_declaration(name: str) -> None:
-    cls = get_algorithm(name)
-    assert ALGORITHMS[name] is cls
-    assert cls.name == name
-    assert cls.Hyper is INFOS[name].Hyper
-    assert cls.summary == INFOS[name].summary
-    assert cls.__module__ == INFOS[name].module
 
 
 def test_unknown_algorithm() -> None:

@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 
 from pflrepro.pipeline.other_configs import (
+    build_command,
     foreign_names,
     hint,
     owner,
     profiles_of,
+    report_hint,
+    report_mode,
     shipped_configs,
     target_pattern,
 )
@@ -55,3 +58,27 @@ def test_the_command_fails_with_the_hint(capsys) -> None:
                  "figures/demo_federico-accuracy.png"]) == 1
     assert ("figures/demo_federico-accuracy.png belongs to config/demo.yaml, not to "
             "config.yaml: add --profile profiles/demo") in capsys.readouterr().err
+
+
+def test_report_mode_is_a_report_of_what_exists() -> None:
+    assert report_mode(["snakemake", "--report", "report.zip"])
+    assert report_mode(["snakemake", "--report=r.html", "--cores", "2"])
+    assert not report_mode(["snakemake", "--report", "r.zip", "--report-after-run"])
+    assert not report_mode(["snakemake", "--report-stylesheet", "s.css", "-n"])
+    assert not report_mode(["snakemake", "-n", "report.zip"])
+
+
+def test_the_report_hint_builds_the_loaded_config_or_names_the_demo() -> None:
+    profiles = profiles_of(ROOT)
+    assert build_command("config.yaml", "paper", profiles) == "snakemake --cores N"
+    assert build_command("config.yaml", "cpu", profiles) == ("snakemake --cores N "
+                                                             "--config scale=cpu")
+    assert build_command("my.yaml", "paper", profiles) == ("snakemake --cores N --configfile "
+                                                           "my.yaml --replace-workflow-config")
+    line = report_hint("config.yaml", "paper", ["figures/a.png", "figures/b.png"], 5, profiles)
+    assert line == ("the report is of config.yaml at the paper scale, and 2 of the 5 files it "
+                    "shows are not built (e.g. figures/a.png): build them first with "
+                    "snakemake --cores N; or the report of config/demo.yaml: snakemake "
+                    "--profile profiles/demo --report")
+    demo = report_hint("config/demo.yaml", "cpu", ["figures/d.png"], 1, profiles)
+    assert demo.endswith("build them first with snakemake --profile profiles/demo")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from _wf import new_workdir, snakemake
+
+import pflrepro.config as C
+import pflrepro.pipeline.workflow as W
 
 pytestmark = pytest.mark.workflow
 
@@ -19,3 +25,26 @@ def test_a_demo_figure_without_the_demo_profile_names_the_profile(tmp_path: Path
     assert ("figures/demo_fedamp-accuracy.png belongs to config/demo.yaml, not to "
             "config.yaml: add --profile profiles/demo") in text
     assert "MissingRuleException" not in text
+
+
+def test_a_report_of_an_unbuilt_config_names_it_and_the_demo(tmp_path: Path) -> None:
+    wd = new_workdir(tmp_path / "wd")
+    proc = snakemake(wd, "--report", "report.zip", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and not (wd / "report.zip").exists()
+    assert re.search(r"the report is of config\.yaml at the paper scale, and (\d+) of the \1 "
+                     r"files it shows are not built \(e\.g\. figures/tiny-[^ ]+\.png\): build "
+                     r"them first with snakemake --cores N; or the report of "
+                     r"config/demo\.yaml: snakemake --profile profiles/demo --report\n", text)
+    assert "marked for report but does not exist" not in text
+
+
+def test_a_report_of_named_targets_that_exist_is_written(tmp_path: Path) -> None:
+    wd = new_workdir(tmp_path / "wd")
+    cfg = C.parse(yaml.safe_load((wd / "config.yaml").read_text()))
+    figure = next(t for t in W.partition_targets(cfg, W.chosen_experiments(cfg))
+                  if t.endswith(".png"))
+    snakemake(wd, figure)  # a partition figure: no training
+    snakemake(wd, "--report", "report.zip", figure)
+    with zipfile.ZipFile(wd / "report.zip") as zf:
+        assert any(n.endswith(Path(figure).name) for n in zf.namelist())

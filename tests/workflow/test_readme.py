@@ -14,6 +14,7 @@ pyproject.toml only.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -83,9 +84,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _pflrepro(work: Path, command: str) -> subprocess.CompletedProcess:
-    """``command`` with the installed ``pflrepro`` script, importing the copy's package."""
+    """``command`` with the installed ``pflrepro`` script, importing the copy's package.
+
+    PATH is the environment's ``bin`` and the system's default directories, as in a
+    reader's shell (``pflrepro plan`` runs Snakemake, which runs ``which``).
+    """
     bindir = Path(sys.executable).parent
-    env = {"PYTHONPATH": str(work / "src"), "PATH": str(bindir), "HOME": str(work)}
+    env = {"PYTHONPATH": str(work / "src"), "PATH": f"{bindir}{os.pathsep}{os.defpath}",
+           "HOME": str(work)}
     return subprocess.run([str(bindir / "pflrepro"), *shlex.split(command)[1:]], cwd=work,
                           env=env, capture_output=True, text=True, timeout=300)
 

@@ -2,10 +2,12 @@
 # Logic lives in the pflrepro package; this file only adapts it to Snakemake.
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import is_flagged
 from snakemake.utils import min_version
 
 import os
 import shlex
+import sys
 import warnings
 
 import pflrepro.pipeline.workflow as W
@@ -73,6 +75,24 @@ def all_targets():
     return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
             + prepared_arrays(CFG, W.chosen_experiments(CFG)) + cost_projection_targets()
             + FL.projection_targets(CFG))
+
+
+# `snakemake --report` of the default target (every output of the loaded config): when
+# files the report shows were never built (the paper-scale figures, without the demo
+# profile), planning stops with one line naming the config, the command that builds it
+# and the demo profile (pflrepro.pipeline.other_configs.report_hint), instead of
+# Snakemake's "marked for report but does not exist". It is rule all's input function,
+# so a report of explicitly named targets is Snakemake's own.
+def all_input(wildcards):
+    targets = all_targets()
+    if OC.report_mode(sys.argv):
+        flagged = [f for rule in workflow.rules for f in rule.output if is_flagged(f, "report")]
+        shown = [t for t in targets if any(f.match(t) for f in flagged)]
+        missing = [t for t in shown if not os.path.exists(t)]
+        if missing:
+            raise WorkflowError(OC.report_hint(loaded_config(), CFG.scale, missing, len(shown),
+                                               OC.profiles_of(workflow.basedir)))
+    return targets
 
 
 def cost_projection_inputs(wildcards):

@@ -26,3 +26,4 @@ rule other_config_target:
         "{params.python:q} -m pflrepro --require-source {params.source:q}"
         " other-config --root {params.root:q} --loaded {params.loaded:q}"
         " {output:q} > {log:q} 2>&1"
+

@@ -2,7 +2,8 @@
 
 Importing this package imports no algorithm module (and so no torch). Names,
 summaries and hyperparameters come from :mod:`pflrepro.algorithms.registry`, which
-imports every method's module on its first read; :func:`get_algorithm` imports one
+reads them from the methods' source on its first read
+(:mod:`pflrepro.algorithms.declarations`); :func:`get_algorithm` imports one
 algorithm's module when its class is needed.
 
 Layer (tests/unit/test_layers.py): the methods, on the training core; they may

@@ -5,23 +5,25 @@ dataclass of :func:`hyper` fields, with docs, defaults and bounds), its summary,
 per-round values it records, the gradient terms its local training adds, and its
 init/round/predict, in a class decorated with
 :func:`~pflrepro.algorithms.base.register_algorithm`. Nothing else lists it: the
-registry finds it by importing every module of the package the first time
-:data:`INFOS` is read, and the config schema, the config checks and the workflow read
-the declarations from there (so parsing a config imports torch, ~2 s once per
-Snakemake parse).
+first read of :data:`INFOS` scans the package's modules and reads each registered
+class's declarations from its source (:mod:`pflrepro.algorithms.declarations`), without
+importing it, so the config schema, the config checks and the workflow parse import no
+torch. :func:`~pflrepro.algorithms.base.get_algorithm` imports a method's module when
+its class is needed (a training job).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pflrepro.algorithms.declarations import DeclarationError, Reader
+
 #: Modules of the package that are not methods.
-NOT_METHODS = frozenset({"base", "registry"})
+NOT_METHODS = frozenset({"base", "declarations", "registry"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,16 @@ class AlgorithmInfo:
     needs_public: bool = False
     #: Accepts clients of different architectures (``training.architectures``).
     heterogeneous_models: bool = False
+    #: Tuning keys besides the hyperparameters that its ``tied_values`` reads (the
+    #: class's ``TUNE_KEYS``: key -> what it means).
+    tune_keys: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: Class attribute -> :class:`AlgorithmInfo` field, for every field read from a class.
+INFO_ATTRIBUTES = {"name": "name", "summary": "summary", "Hyper": "Hyper",
+                   "requires_plain_sgd": "requires_plain_sgd", "records": "records",
+                   "client_sampling": "client_sampling", "needs_public": "needs_public",
+                   "heterogeneous_models": "heterogeneous_models", "TUNE_KEYS": "tune_keys"}
 
 
 #: The classes registered so far, by name: filled by
@@ -87,22 +99,41 @@ def method_modules() -> list[str]:
             if m.name not in NOT_METHODS]
 
 
+def read_info(module: str, reader: Reader | None = None) -> AlgorithmInfo | None:
+    """The declarations of the class method module ``module`` registers, from its source.
+
+    ``None`` when the module registers no class. Refuses what
+    :func:`~pflrepro.algorithms.base.register_algorithm` refuses.
+    """
+    values = (reader or Reader()).declaration(module, tuple(INFO_ATTRIBUTES))
+    if values is None:
+        return None
+    name = values.get("name")
+    package = __name__.rpartition(".")[0]
+    if name != module:
+        raise DeclarationError(f"algorithm {name!r} must be defined in {package}.{name}, "
+                               f"not {package}.{module}")
+    if not values.get("summary"):
+        raise DeclarationError(f"algorithm {name!r} declares no summary")
+    if not dataclasses.is_dataclass(values.get("Hyper", NoHyper)):
+        raise DeclarationError(f"algorithm {name!r}: Hyper must be a dataclass")
+    fields = {"Hyper": NoHyper, **{INFO_ATTRIBUTES[k]: v for k, v in values.items()}}
+    fields["records"] = tuple(fields.get("records", ()))
+    fields["tune_keys"] = dict(fields.get("tune_keys", {}))
+    return AlgorithmInfo(**fields, module=f"{package}.{module}")
+
+
 class _Registry(Mapping[str, AlgorithmInfo]):
-    """Name -> :class:`AlgorithmInfo`, filled on first use by importing the package."""
+    """Name -> :class:`AlgorithmInfo`, read on first use from the package's source."""
 
     def __init__(self) -> None:
         self._infos: dict[str, AlgorithmInfo] | None = None
 
     def _load(self) -> dict[str, AlgorithmInfo]:
         if self._infos is None:
-            for module in method_modules():
-                importlib.import_module(module)
-            self._infos = {
-                name: AlgorithmInfo(name, cls.summary, cls.Hyper, cls.__module__,
-                                    cls.requires_plain_sgd, tuple(cls.records),
-                                    cls.client_sampling, cls.needs_public,
-                                    cls.heterogeneous_models)
-                for name, cls in sorted(LOADED.items())}
+            reader = Reader()
+            infos = (read_info(m.rpartition(".")[2], reader) for m in method_modules())
+            self._infos = {info.name: info for info in infos if info is not None}
         return self._infos
 
     def __getitem__(self, name: str) -> AlgorithmInfo:

@@ -23,6 +23,7 @@ For people rather than rules::
     pflrepro run       --method fedamp --dataset digits --partition practical --clients 8
                        --partition-option groups=2 --rounds 20 [--out RUN.parquet]
     pflrepro list      [methods|datasets|partitions]
+    pflrepro plan      [--profile profiles/demo] [-- SNAKEMAKE_ARGS]
     pflrepro status    [--results results --logs logs] [--config config.yaml]
 
 Layer (tests/unit/test_layers.py): the top; it may import every other layer.

@@ -1,7 +1,7 @@
 """The commands for people.
 
-What the package offers, which jobs finished, every stored file against its digest, a
-config checked as the workflow does, and the config schema.
+What the package offers, what the workflow would run, which jobs finished, every stored
+file against its digest, a config checked as the workflow does, and the config schema.
 """
 
 from __future__ import annotations
@@ -97,6 +97,15 @@ def _check_config(args: argparse.Namespace) -> None:
           "scale)")
 
 
+def _plan(args: argparse.Namespace) -> None:
+    from pflrepro.pipeline.plan import dry_run, parse_dry_run, summary
+
+    extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
+    if args.profile:
+        extra = ["--profile", args.profile, *extra]
+    sys.stdout.write(summary(parse_dry_run(dry_run(extra)), Path(args.projection)))
+
+
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     """Add the people commands to ``sub``."""
     p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
@@ -108,6 +117,16 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    "in order (default: ./config.yaml): per value, stated by the paper, set "
                    "by us (why), tuned (by which experiments) or default")
     p.set_defaults(func=_list)
+
+    p = sub.add_parser("plan", help="what `snakemake -n` would run: jobs by rule and by "
+                       "experiment, missing and stale ones and why, the projected training "
+                       "time when a cost projection exists")
+    p.add_argument("--profile", help="Snakemake profile (e.g. profiles/demo)")
+    p.add_argument("--projection", default="results/tables/cost-projection.csv",
+                   help="the measured cost projection pricing the training runs, if it exists")
+    p.add_argument("snakemake", nargs=argparse.REMAINDER, metavar="-- ARGS",
+                   help="further Snakemake arguments after `--` (--config scale=cpu, targets)")
+    p.set_defaults(func=_plan)
 
     p = sub.add_parser("status", help="finished, running, failed (and, with --config, "
                        "pending) training jobs of a results directory")

@@ -23,11 +23,11 @@ log = logging.getLogger("pflrepro")
 
 #: The commands for people, in the order the help lists them; every other command is
 #: one the workflow's rules run (a job).
-USER_COMMANDS = ("run", "list", "status", "check-config", "verify", "schema")
+USER_COMMANDS = ("run", "list", "plan", "status", "check-config", "verify", "schema")
 #: Width of the grouped command list.
 HELP_WIDTH = 100
 #: Commands whose result is what they print: a closed or full stdout is their error.
-PRINTING_COMMANDS = ("list", "status", "verify", "check-config", "schema")
+PRINTING_COMMANDS = ("list", "plan", "status", "verify", "check-config", "schema")
 #: What writing to a full, closed or broken standard output raises (no file name).
 _STDOUT_ERRNOS = (errno.ENOSPC, errno.EPIPE, errno.EBADF)
 

@@ -144,7 +144,7 @@ def hyperparameters(cfg: WorkflowConfig) -> str:
       the tuned values`` (the algorithm's ``tied_values``) there;
     * otherwise the algorithm's default (``pflrepro list methods``: its doc).
     """
-    from pflrepro.algorithms import get_algorithm
+    from pflrepro.algorithms.registry import algorithm_info
     from pflrepro.tuning import tunable_keys
 
     lines = ["# Hyperparameters of the config's method variants: stated by the paper, set "
@@ -158,8 +158,8 @@ def hyperparameters(cfg: WorkflowConfig) -> str:
         label = sets.setdefault(tuple(names), f"E{len(sets) + 1}")
         return f"the {len(names)} experiments of {label}"
     for name, method in cfg.methods.items():
-        cls = get_algorithm(method.algorithm)
-        defaults = {f.name: f.default for f in dataclasses.fields(cls.Hyper)}
+        hyper = algorithm_info(method.algorithm).Hyper
+        defaults = {f.name: f.default for f in dataclasses.fields(hyper)}
         tuned, tied = _tuned_by(cfg, name)
         used = [e for e, exp in cfg.experiments.items() if name in exp.methods]
         lines.append(f"## {name} ({method.algorithm})")

@@ -6,12 +6,17 @@ workflow's rule ``other_config_target`` (workflow/rules/common.smk) matches exac
 files of experiments and tables that the loaded config lacks and another config of
 ``config/`` (or ``config.yaml``) has, and fails while Snakemake plans, with the line
 :func:`hint` writes: the config to load, and the profile that loads it.
+
+``snakemake --report`` of the default target (every output of the loaded config)
+stops likewise, with :func:`report_hint`, when files the report shows were never built
+(the paper-scale figures, when the demo profile was left out), instead of Snakemake's
+"marked for report but does not exist" for the first one it meets.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +90,41 @@ def hint(target: str, names: Mapping[str, str], profiles: Mapping[str, str],
     how = (f"add --profile {profiles[config]}" if config in profiles
            else f"add --configfile {config} --replace-workflow-config")
     return f"{target} belongs to {config}, not to {loaded}: {how}"
+
+
+def report_mode(argv: Sequence[str]) -> bool:
+    """Whether Snakemake's command line asks for a report of the files as they are.
+
+    ``--report`` without ``--report-after-run`` (which builds first). Snakemake gives a
+    Snakefile no other sign of report mode.
+    """
+    args = list(argv)
+    return (any(a == "--report" or a.startswith("--report=") for a in args)
+            and "--report-after-run" not in args)
+
+
+def build_command(loaded: str, scale: str, profiles: Mapping[str, str]) -> str:
+    """The command that builds every output of the loaded config at its scale."""
+    if loaded in profiles:
+        return f"snakemake --profile {profiles[loaded]}"
+    config = "" if loaded == "config.yaml" else f" --configfile {loaded} --replace-workflow-config"
+    return f"snakemake --cores N{config}" + (" --config scale=cpu" if scale == "cpu" else "")
+
+
+def report_hint(loaded: str, scale: str, missing: Sequence[str], total: int,
+                profiles: Mapping[str, str]) -> str:
+    """One line for a report of a config whose reported files are not all built.
+
+    Names the config and scale the report is for, how many of its files are missing
+    (one of them), the command that builds them and the profiles of the other shipped
+    configs (the demo's), whose reports need only their own files.
+    """
+    others = [f"the report of {c}: snakemake --profile {p} --report"
+              for c, p in sorted(profiles.items()) if c != loaded]
+    alternative = f"; or {', or '.join(others)}" if others else ""
+    return (f"the report is of {loaded} at the {scale} scale, and {len(missing)} of the "
+            f"{total} files it shows are not built (e.g. {missing[0]}): build them first "
+            f"with {build_command(loaded, scale, profiles)}{alternative}")
 
 
 #: The log of rule ``other_config_target`` (never written: the rule never runs).

@@ -161,11 +161,11 @@ def tunable_keys(algorithm: str) -> tuple[str, ...]:
     """
     import dataclasses
 
-    from pflrepro.algorithms import get_algorithm
+    from pflrepro.algorithms.registry import algorithm_info
 
-    cls = get_algorithm(algorithm)
-    keys = [f.name for f in dataclasses.fields(cls.Hyper)] if hasattr(cls, "Hyper") else []
-    return tuple(dict.fromkeys([*getattr(cls, "TUNE_KEYS", {}), *keys]))
+    info = algorithm_info(algorithm)
+    keys = [f.name for f in dataclasses.fields(info.Hyper)]
+    return tuple(dict.fromkeys([*info.tune_keys, *keys]))
 
 
 def grid_points(grids: Sequence[Grid]) -> list[dict[str, float]]:

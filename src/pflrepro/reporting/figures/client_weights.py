@@ -31,6 +31,7 @@ from pflrepro.reporting.figures.common import (
 from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate, run_label
 from pflrepro.reporting.ordering import display_labels, order_values
+from pflrepro.reporting.names import method_name
 from pflrepro.store.results import WEIGHT
 
 KIND = FigureKind(
@@ -201,7 +202,7 @@ def _draw_series(ax: Any, s: ClientWeightSeries, colours: Mapping[int, Any],
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     where = (f"client {s.client}: distribution {s.client_group}"
              if s.client_group >= 0 else f"client {s.client}")
-    ax.set_title(f"{s.method}\n{where}; seeds {s.run['split_seed']}/{s.run['train_seed']}")
+    ax.set_title(f"{method_name(s.method)}\n{where}; seeds {s.run['split_seed']}/{s.run['train_seed']}")
 
 
 def plot_client_weights_over_rounds(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
@@ -262,7 +263,7 @@ def plot_client_weights_over_rounds(agg: pd.DataFrame, pdf: PathLike, png: PathL
         for r, c, s in cells:
             ax = axes[r][c]
             if s is None:
-                ax.text(0.5, 0.5, f"no {methods[c]} run", ha="center", va="center",
+                ax.text(0.5, 0.5, f"no {method_name(methods[c])} run", ha="center", va="center",
                         transform=ax.transAxes, color="0.4")
                 ax.set_xticks([])
                 ax.set_yticks([])

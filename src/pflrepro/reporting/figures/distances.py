@@ -32,6 +32,7 @@ from pflrepro.reporting.figures.common import (
 from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import RUN_KEYS
 from pflrepro.reporting.ordering import display_labels, order_values
+from pflrepro.reporting.names import method_name
 from pflrepro.store.results import MODEL_DISTANCE
 
 KIND = FigureKind(
@@ -101,7 +102,7 @@ def plot_distances(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
                 if not line.empty:
                     ax.plot(line["round"], line["mean"], color=colour, lw=1.4)
             ax.set_yscale("log")
-            ax.set_title(wrap(f"{method}: {shown[partition]}"))
+            ax.set_title(wrap(f"{method_name(method)}: {shown[partition]}"))
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if k % cols == 0:
                 ax.set_ylabel("‖w_i − w_j‖² / P")

@@ -32,6 +32,7 @@ from pflrepro.reporting.figures.common import (
 from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
+from pflrepro.reporting.names import method_name
 from pflrepro.store.results import EXPERT_POSTERIOR
 
 KIND = FigureKind(
@@ -129,5 +130,5 @@ def plot_expert_posterior(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
                          f"round {panel.round}")
         fig.colorbar(ScalarMappable(norm=Normalize(vmin=0.0, vmax=1.0), cmap=cmap),
                      cax=fig.add_subplot(outer[:, -1]),
-                     label=f"$q(z = k \\mid y = c)$ ({method})")
+                     label=f"$q(z = k \\mid y = c)$ ({method_name(method)})")
     finish(fig, pdf, png)
