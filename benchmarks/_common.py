@@ -168,6 +168,23 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def proc_status(field: str) -> int:
+    """A /proc/self/status field in bytes (VmRSS, VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current resident set (``/proc/self/clear_refs``); whether it could."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def mm_rate(n: int = 2048, repeats: int = 5) -> list[float]:
     """GFLOP/s of ``torch.mm`` on two float32 n x n matrices, one value per repeat."""
     import torch
@@ -248,10 +265,11 @@ STD = (0.25, 0.25, 0.25)
 
 def synthetic_cifar(clients: int, n_train: int, n_test: int, seed: int = 0,
                     classes: int = 10, contrast: float = 128.0, noise: float = 60.0,
-                    label_noise: float = 0.2
+                    label_noise: float = 0.2, shape: tuple[int, int, int] = (3, 32, 32)
                     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """CIFAR-shaped uint8 images that a CNN can learn: class template + noise.
 
+    ``shape`` (C, H, W; sides multiples of 4) gives other data sets' images the same way.
     Each class has a blocky random 3x32x32 template (8x8 blocks of 4x4 pixels, values
     128 ± ``contrast``); a sample is its class template plus Gaussian pixel noise
     (std ``noise``), clipped to [0, 255]. A share ``label_noise`` of the labels is then
@@ -261,16 +279,17 @@ def synthetic_cifar(clients: int, n_train: int, n_test: int, seed: int = 0,
     Returns ``x (N,3,32,32) uint8, y (N,) int64, train index arrays, test index arrays``.
     """
     rng = np.random.default_rng(seed)
-    coarse = 128.0 + contrast * rng.uniform(-1, 1, size=(classes, 3, 8, 8))
+    c, h, w = shape
+    coarse = 128.0 + contrast * rng.uniform(-1, 1, size=(classes, c, h // 4, w // 4))
     templates = coarse.repeat(4, axis=2).repeat(4, axis=3)
     per = n_train + n_test
     total = clients * per
     y = rng.integers(0, classes, size=total).astype(np.int64)
-    x = np.empty((total, 3, 32, 32), dtype=np.uint8)
+    x = np.empty((total, *shape), dtype=np.uint8)
     chunk = 512  # keeps the generator's float64 temporaries small (memory benchmark)
     for s in range(0, total, chunk):
         e = min(total, s + chunk)
-        img = templates[y[s:e]] + rng.normal(0, noise, size=(e - s, 3, 32, 32))
+        img = templates[y[s:e]] + rng.normal(0, noise, size=(e - s, *shape))
         x[s:e] = np.clip(img, 0, 255).astype(np.uint8)
     flip = rng.random(total) < label_noise
     y[flip] = rng.integers(0, classes, size=int(flip.sum()))
@@ -280,11 +299,14 @@ def synthetic_cifar(clients: int, n_train: int, n_test: int, seed: int = 0,
 
 
 def federated_data(x: np.ndarray, y: np.ndarray, train: list[np.ndarray],
-                   test: list[np.ndarray], device: str = "cpu") -> Any:
+                   test: list[np.ndarray], device: str = "cpu",
+                   classes: int | None = None, public: np.ndarray | None = None) -> Any:
     """pflrepro's FederatedData built the way a training job builds it.
 
     Goes through ``FederatedData.build`` (an ArrayDataset plus a partition table),
-    so the benchmark times and measures the real data path.
+    so the benchmark times and measures the real data path. ``classes``: the data
+    set's class count (default: the largest label + 1); ``public``: raw unlabeled
+    images of a public set.
     """
     import pandas as pd
     import torch
@@ -292,8 +314,11 @@ def federated_data(x: np.ndarray, y: np.ndarray, train: list[np.ndarray],
     from pflrepro.data.federated import FederatedData
     from pflrepro.data.store import ArrayDataset, DatasetMeta
 
-    meta = DatasetMeta(name="synthetic_cifar", num_classes=int(y.max()) + 1,
-                       shape=tuple(x.shape[1:]), mean=MEAN, std=STD, max_value=255,
+    channels = x.shape[1]
+    meta = DatasetMeta(name="synthetic_cifar",
+                       num_classes=int(y.max()) + 1 if classes is None else classes,
+                       shape=tuple(x.shape[1:]), mean=MEAN[:1] * channels,
+                       std=STD[:1] * channels, max_value=255,
                        size=len(x), x_sha256="", y_sha256="", source="benchmark")
     parts = []
     for k, (tr, te) in enumerate(zip(train, test, strict=True)):
@@ -302,7 +327,7 @@ def federated_data(x: np.ndarray, y: np.ndarray, train: list[np.ndarray],
                                        "group": -1}))
     partition = pd.concat(parts, ignore_index=True)
     return FederatedData.build(ArrayDataset(x=x, y=y, meta=meta), partition,
-                               torch.device(device))
+                               torch.device(device), public=public)
 
 
 def normalise(x: np.ndarray) -> np.ndarray:

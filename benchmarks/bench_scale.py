@@ -33,28 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, Report, median, table
+from _common import PYTHON, Report, median, proc_status, reset_peak, table
 
 HERE = Path(__file__).resolve()
 
 
 # --------------------------------------------------------------------------- child
-def _status(field: str) -> int:
-    """A /proc/self/status field in bytes (VmRSS, VmHWM)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 def child(k: int, n_train: int, n_test: int, steps: int, rounds: int, model: str,
           threads: int | None) -> dict[str, Any]:
     import numpy as np
@@ -72,21 +56,21 @@ def child(k: int, n_train: int, n_test: int, steps: int, rounds: int, model: str
     arch = model_name(model)
     x, y, train, test = synthetic_cifar(k, n_train, n_test)
     raw = x.nbytes + y.nbytes
-    base = _status("VmRSS")
-    resettable = _reset_peak()
+    base = proc_status("VmRSS")
+    resettable = reset_peak()
     t = time.perf_counter()
     data = federated_data(x, y, train, test)
     build_s = time.perf_counter() - t
-    build_peak = _status("VmHWM")
+    build_peak = proc_status("VmHWM")
     del x, y  # the uint8 source is no longer needed (a job holds it memory-mapped)
-    after_build = _status("VmRSS")
+    after_build = proc_status("VmRSS")
     cfg = TrainingConfig(rounds=rounds, batch_size=32, local_steps=steps, optimizer="sgd",
                          lr=0.05, model=arch, device="cpu")
     engine = Engine(data, cfg, 0, (3, 32, 32), torch.device("cpu"))
     cls = get_algorithm("fedavg")
     alg = cls(engine, parse_hyper(cls, {}))
     state = alg.init()
-    _reset_peak()
+    reset_peak()
     train_s, eval_s = [], []
     for rnd in range(1, rounds + 1):
         t = time.perf_counter()
@@ -98,7 +82,7 @@ def child(k: int, n_train: int, n_test: int, steps: int, rounds: int, model: str
     n_params = sum(v.numel() for v in state["global"].values())
     return {
         "K": k, "base": base, "build_peak": build_peak, "after_build": after_build,
-        "round_peak": _status("VmHWM"), "maxrss": resource.getrusage(
+        "round_peak": proc_status("VmHWM"), "maxrss": resource.getrusage(
             resource.RUSAGE_SELF).ru_maxrss * 1024, "resettable": resettable,
         "data_bytes": data.x.element_size() * data.x.numel() + data.y.element_size()
         * data.y.numel(), "raw_bytes": raw, "param_bytes": 4 * n_params,

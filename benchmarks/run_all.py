@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Report, machine_line, median, mm_rate, table  # noqa: E402
 
-ORDER = ("cell", "grid", "pairwise", "methods", "scale", "pipeline", "gpu")
+ORDER = ("cell", "grid", "pairwise", "methods", "scale", "pipeline", "gpu", "paper_shapes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(flush=True)
         mod = importlib.import_module(f"bench_{name}")
         kwargs: dict = {"quick": a.quick}
-        if name in ("scale", "methods"):
+        if name in ("scale", "methods", "paper_shapes"):
             kwargs["threads"] = threads
         if name == "grid":
             kwargs["two_threads"] = a.two_threads

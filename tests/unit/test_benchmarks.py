@@ -9,6 +9,9 @@ rounds on a tiny setting and compares every client's predictions and reported lo
 ``benchmarks/run_all.py --quick`` (tier ``bench``): every benchmark runs, its
 correctness checks pass and every section is printed. Speed targets are printed by
 the benchmarks, never asserted.
+
+Tier ``paper_smoke``: ``bench_paper_shapes.py``'s cover subset (every method at one
+paper shape, every paper shape once) agrees between the vmapped path and the loop.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def test_reference_control(name: str, change: dict) -> None:
     probs, _ = _gap(built, ref)
     assert probs > 10 * TOL
 SECTIONS = ("== cell:", "== grid:", "== pairwise:", "== methods:", "== scale:", "== pipeline:",
-            "== gpu:", "== gpu methods:",
+            "== gpu:", "== gpu methods:", "== paper shapes:", "== H200 estimate:",
             "== targets", "== correctness checks:")
 
 
@@ -115,3 +118,19 @@ def test_gpu_methods_section_dry_path_counts_vmapped_calls() -> None:
     assert all(ok for _, ok in rep.checks), rep.checks
     assert rep.values["vmapped_calls"] == {"fedavg": 2, "federico": 2}  # 1 + 1 rounds
     assert any("own per-client loop (about 1x): none" in line for line in rep.lines)
+
+
+@pytest.mark.paper_smoke
+def test_paper_shapes_vmap_equals_loop() -> None:
+    """Every method at one paper shape and every paper shape: one round, vmap = loop.
+
+    The benchmark's ``cover`` subset with 4 clients and batch 16 (cuts of the paper's
+    clients and batch sizes, to fit about ten minutes on two cores), float64.
+    """
+    import bench_paper_shapes as PS
+
+    rep = PS.run(subset="cover", max_clients=4, batch=16, threads=2)
+    failed = [what for what, ok in rep.checks if not ok]
+    assert rep.checks and not failed, failed
+    assert set(rep.values["h200_fit"]) == {e.name for e in PS.paper_experiments(
+        PS.paper_config())}

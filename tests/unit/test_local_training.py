@@ -254,6 +254,43 @@ def test_chunks_equal_one_pass() -> None:
     assert_same(chunked, whole)
 
 
+def test_auto_chunks_fit_the_device(monkeypatch: pytest.MonkeyPatch,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    """No ``chunk`` and a device reporting little free memory: passes that fit it.
+
+    The CPU reports no limit (one pass); a device of room for two clients
+    (``memory.SAFETY`` of the free bytes) gets passes of two, logged, and the same
+    result as one pass.
+    """
+    from pflrepro.training import memory
+
+    e = engine_for("cnn", "momentum")
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    passes: list[int] = []
+    original = LT._train_chunk
+
+    def counted(engine: Engine, params: dict, *args: Any, **kwargs: Any) -> Any:
+        passes.append(next(iter(params.values())).shape[0])
+        return original(engine, params, *args, **kwargs)
+
+    monkeypatch.setattr(LT, "_train_chunk", counted)
+    whole = vmapped(e, start["params"], start["opt"], clients, 1)
+    assert passes == [len(clients)]
+    need = memory.client_memory(e.model, e.in_shape, e.cfg.batch_size, "sgd", 0.9)
+    room = int(2.5 * need.per_client / memory.SAFETY)
+    monkeypatch.setattr(memory, "device_free_bytes", lambda device: room)
+    passes.clear()
+    with caplog.at_level("INFO", logger=LT.__name__):
+        chunked = vmapped(e, start["params"], start["opt"], clients, 1)
+    assert passes == [2, 2, 1]
+    assert "passes of 2 clients" in caplog.text
+    assert_same(chunked, whole)
+    passes.clear()
+    vmapped(e, start["params"], start["opt"], clients, 1, chunk=4)  # a given chunk rules
+    assert passes == [4, 1]
+
+
 def test_padded_minibatches_layout() -> None:
     e = engine_for("mlp", "sgd")
     clients = [1, 2]

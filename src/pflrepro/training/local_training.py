@@ -29,6 +29,7 @@ loop is as fast or faster, so ``training.client_training: auto`` loops there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
+from pflrepro.training import memory
 from pflrepro.training.objectives import Objective, Stream
 from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import put, take
@@ -45,8 +47,10 @@ from pflrepro.training.terms import GradTerm, add_terms
 if TYPE_CHECKING:
     from pflrepro.training.engine import Engine
 
-__all__ = ["LOOP", "PATHS", "VMAP", "padded_minibatches", "stream_batches", "train",
+__all__ = ["LOOP", "PATHS", "VMAP", "auto_chunk", "padded_minibatches", "stream_batches", "train",
            "train_client", "train_vmap"]
+
+log = logging.getLogger(__name__)
 
 #: The two training paths (recorded per run as the ``client_training`` column).
 LOOP, VMAP = "loop", "vmap"
@@ -255,12 +259,14 @@ def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: lis
 
     Chunks of at most ``chunk`` clients run one after the other (memory: a pass holds
     ``chunk`` batches of activations and a few stacked copies of ``chunk`` models); a
-    client's result does not depend on the chunking beyond float rounding.
+    client's result does not depend on the chunking beyond float rounding. No
+    ``chunk`` (None/0): all clients in one pass, unless the device reports its free
+    memory (CUDA) and they would not fit it (:func:`auto_chunk`).
     """
     c = len(clients)
     stacked_terms = [t.stacked(params) for t in terms]
     stacked_objective = None if objective is None else objective.stacked(params)
-    size = c if not chunk or chunk <= 0 else int(chunk)
+    size = auto_chunk(engine, params, c, objective) if not chunk or chunk <= 0 else int(chunk)
     parts: list[tuple[Params, OptState, torch.Tensor]] = []
     for a in range(0, c, max(size, 1)):
         b = min(c, a + size)
@@ -279,6 +285,37 @@ def train_vmap(engine: Engine, params: Params, opt_state: OptState, clients: lis
     out_params = {k: torch.cat([p[0][k] for p in parts]) for k in parts[0][0]}
     out_state = {k: torch.cat([p[1][k] for p in parts]) for k in parts[0][1]}
     return out_params, out_state, torch.cat([p[2] for p in parts])
+
+
+def auto_chunk(engine: Engine, params: Params, c: int,
+               objective: Objective | None = None) -> int:
+    """Clients per pass so that one pass over ``c`` stacked clients fits the device.
+
+    ``c`` when :func:`~pflrepro.training.memory.device_free_bytes` reports no limit
+    (the CPU) or all fit; else the clients whose estimated need
+    (:func:`~pflrepro.training.memory.client_memory` of the parameters it trains, at the
+    run's batch size, one forward per model it holds and per objective stream) fits
+    :data:`~pflrepro.training.memory.SAFETY` of the free memory. A chunked pass is
+    logged with its chunk size.
+    """
+    free = memory.device_free_bytes(engine.device)
+    if free is None or c <= 1:
+        return c
+    model = engine.models[engine.arch_index(params, stacked=True)]
+    per_client = sum(v[0].numel() for v in params.values())
+    # a client training several models' worth (a mixture's experts) runs each forward
+    models = max(1, round(per_client / sum(p.numel() for p in model.parameters())))
+    streams = 0 if objective is None else len(objective.streams)
+    need = memory.client_memory(
+        model, engine.in_shape, engine.cfg.batch_size, engine.cfg.optimizer,
+        engine.cfg.momentum, forwards=models * (1 + streams),
+        dtype=next(iter(params.values())).dtype, parameters=per_client)
+    size = min(c, memory.clients_that_fit(need.per_client, free))
+    if size < c:
+        log.info("vmapped local training: %d clients of about %.1f MiB each do not fit "
+                 "%.1f GiB free; passes of %d clients", c, need.per_client / 2**20,
+                 free / 2**30, size)
+    return size
 
 
 def _train_chunk(engine: Engine, params: Params, opt_state: OptState, clients: list[int],

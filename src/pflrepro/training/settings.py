@@ -27,7 +27,8 @@ TRAINING_DOCS: dict[str, str] = {
                        "on CUDA; on the CPU one client after another, on the job's threads), "
                        "'loop' or 'vmap'. The two agree to float32 rounding, not bit for bit; "
                        "the path that ran is the run column 'client_training'.",
-    "client_chunk": "Clients per vmapped pass (0 = all); bounds GPU memory.",
+    "client_chunk": "Clients per vmapped pass; bounds GPU memory. 0: all, or on CUDA as "
+                    "many as fit the free GPU memory (estimated per client).",
     "client_fraction": "C: fraction of the clients that take part in each round (0 < C <= 1); "
                        "m = max(1, round(C * K)) clients drawn uniformly without "
                        "replacement, seeded by (seed, round). Only methods that support "
