@@ -10,8 +10,8 @@ rounds on a tiny setting and compares every client's predictions and reported lo
 correctness checks pass and every section is printed. Speed targets are printed by
 the benchmarks, never asserted.
 
-Tier ``paper_smoke``: ``bench_paper_shapes.py``'s cover subset (every method at one
-paper shape, every paper shape once) agrees between the vmapped path and the loop.
+``bench_paper_shapes.py``: every paper shape agrees between the vmapped path and the
+loop (tier ``paper_smoke``), and every method at one paper shape (tier ``bench``).
 """
 
 from __future__ import annotations
@@ -121,16 +121,31 @@ def test_gpu_methods_section_dry_path_counts_vmapped_calls() -> None:
 
 
 @pytest.mark.paper_smoke
-def test_paper_shapes_vmap_equals_loop() -> None:
+def test_every_paper_shape_vmap_equals_loop() -> None:
+    """Every paper shape (CNN, VGG11, the mixed CNN/VGG11/VGG13 group, the MLP, FedMix's
+    experts): one round, vmap = loop, float64.
+
+    The benchmark's ``shapes`` subset (each shape's first method) with 3 clients and
+    batch 8: cuts of the paper's clients and batch sizes that keep the tier's time.
+    """
+    import bench_paper_shapes as PS
+
+    rep = PS.run(subset="shapes", max_clients=3, batch=8, threads=2)
+    failed = [what for what, ok in rep.checks if not ok]
+    assert rep.checks and not failed, failed
+    assert set(rep.values["h200_fit"]) == {e.name for e in PS.paper_experiments(
+        PS.paper_config())}
+
+
+@pytest.mark.bench
+def test_every_method_at_a_paper_shape_vmap_equals_loop() -> None:
     """Every method at one paper shape and every paper shape: one round, vmap = loop.
 
-    The benchmark's ``cover`` subset with 4 clients and batch 16 (cuts of the paper's
-    clients and batch sizes, to fit about ten minutes on two cores), float64.
+    The benchmark's ``cover`` subset with 4 clients and batch 16, float64 (tens of
+    minutes on two cores: the opt-in ``bench`` tier).
     """
     import bench_paper_shapes as PS
 
     rep = PS.run(subset="cover", max_clients=4, batch=16, threads=2)
     failed = [what for what, ok in rep.checks if not ok]
     assert rep.checks and not failed, failed
-    assert set(rep.values["h200_fit"]) == {e.name for e in PS.paper_experiments(
-        PS.paper_config())}

@@ -54,6 +54,9 @@ def test_damaged_partition_under_keep_going_leaves_a_partial_table(tmp_path: Pat
 def _damage_keep_mtime(data: Path, damage: str) -> None:
     import os
 
+    if damage == "deleted_meta":
+        (data / "meta.json").unlink()
+        return
     if damage == "flip_x":
         path = data / "x.npy"
         raw = bytearray(path.read_bytes())
@@ -76,7 +79,7 @@ def test_damaged_prepared_data_is_prepared_again(tmp_path: Path) -> None:
     work = new_workdir(tmp_path / "wf")
     snakemake(work, "--until", "partition")
     data = work / "results/data/digits"
-    for damage in ("flip_x", "garbage_meta", "edited_meta_stats"):
+    for damage in ("flip_x", "garbage_meta", "edited_meta_stats", "deleted_meta"):
         _damage_keep_mtime(data, damage)
         _, findings = verify(work / "results")
         assert [f.path for f in findings] == [data], (damage, findings)

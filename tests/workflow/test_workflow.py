@@ -120,6 +120,26 @@ def test_nothing_to_do_after_a_full_run(built: Path) -> None:
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_a_deleted_meta_json_of_a_built_project_prepares_the_set_again(built: Path) -> None:
+    """Every job made from the set is up to date, so only rule ``all`` naming meta.json
+    makes Snakemake schedule ``prepare_data`` (and then what is made from it)."""
+    import shutil
+
+    meta = built / "results/data/digits/meta.json"
+    keep = meta.with_name("meta.json.kept")
+    shutil.copy2(meta, keep)
+    try:
+        meta.unlink()
+        planned = Counter(rule for rule, _ in planned_jobs(snakemake(built, "-n")))
+        assert planned["prepare_data"] == 1, planned
+        assert planned["partition"] >= 1, planned
+    finally:
+        shutil.copy2(keep, meta)  # the bytes and the mtime it had: nothing to rebuild
+        keep.unlink()
+    proc = snakemake(built, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
 def _assert_only_federico_reruns(proc: subprocess.CompletedProcess) -> None:
     jobs = planned_jobs(proc)
     rules = Counter(rule for rule, _ in jobs)
@@ -143,7 +163,8 @@ def test_changing_a_federico_hyperparameter_reruns_only_federico(built: Path) ->
         _assert_only_federico_reruns(snakemake(built, "-n"))
     finally:
         (built / "config.yaml").write_text(original)
-    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+    proc = snakemake(built, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
 def test_editing_federico_source_reruns_only_federico(built: Path) -> None:
@@ -226,7 +247,8 @@ def _damage_and_rebuild(built: Path, path: Path) -> subprocess.CompletedProcess:
     aside.unlink()
     assert path.read_bytes() == original  # the same bytes: seeded, deterministic
     assert (built / "results/tables/tiny.csv").read_bytes() == table
-    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+    proc = snakemake(built, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
     return failed
 
 
@@ -277,7 +299,8 @@ def test_a_figure_with_bit_rot_is_found_by_verify_and_redrawn(built: Path,
         assert path.read_bytes() == original[path]  # redrawn byte-identical
         path.with_name(path.name + ".corrupt-1").unlink()
     assert verify(built / "results")[1] == []
-    assert "Nothing to be done" in "".join(snakemake(built, "-n").stdout)
+    proc = snakemake(built, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
 # ------------------------------------------------- every stored file under a digest

@@ -15,7 +15,7 @@ import pflrepro.pipeline.tuning_jobs as TJ
 import pflrepro.config as C
 import pflrepro.pipeline.other_configs as OC
 from pflrepro.config.errors import located, refuse_periodic_names
-from pflrepro.pipeline.data_targets import prepared_arrays
+from pflrepro.pipeline.data_targets import prepared_files
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP
 import pflrepro.reporting.flops as FL
@@ -73,7 +73,7 @@ def all_targets():
     # report_targets (report.smk): paper-vs-ours tables and the report's table pages
     # FL (cost.smk): the paper grid's GPU-hours projected from counted FLOPs, at paper scale
     return (W.all_targets(CFG, CLAIMS) + report_targets() + W.tune_targets(CFG)
-            + prepared_arrays(CFG, W.chosen_experiments(CFG)) + cost_projection_targets()
+            + prepared_files(CFG, W.chosen_experiments(CFG)) + cost_projection_targets()
             + FL.projection_targets(CFG))
 
 
