@@ -1,5 +1,7 @@
 """pflrepro.training.params: stacked parameter dicts, by hand."""
 
+import numpy as np
+import pytest
 import torch
 from _fl_helpers import assert_params_close
 
@@ -44,3 +46,27 @@ def test_running_mean_equals_weighted_mean_bitwise():
     assert_params_close(got, weighted_mean(stacked, weights), atol=0, rtol=0)
     w = weights / weights.sum()
     assert_params_close(got, {n: torch.tensordot(w, v, dims=1) for n, v in stacked.items()})
+
+
+def test_broadcast_is_read_only_views_that_train_like_a_stack():
+    """One model's memory for any number of rows; training from it equals a real stack."""
+    from _fl_helpers import make_engine
+
+    from pflrepro.training.params import broadcast
+
+    e = make_engine()
+    start = e.init_params()
+    views = broadcast(start, 100)
+    for k, v in views.items():
+        assert v.shape == (100, *start[k].shape)
+        assert v.untyped_storage().data_ptr() == start[k].untyped_storage().data_ptr()
+    clients = list(range(e.num_clients))
+    opt = stack(e.init_opt(start), len(clients))
+    a = e.train(broadcast(start, len(clients)), opt, clients, 1)
+    b = e.train(stack(start, len(clients)), opt, clients, 1)
+    for x, y in zip(a[:2], b[:2], strict=True):
+        for k in x:
+            assert torch.equal(x[k], y[k])
+    np.testing.assert_array_equal(a[2], b[2])
+    with pytest.raises(RuntimeError):
+        broadcast(start, 3)[next(iter(start))].add_(1.0)  # rows share their memory

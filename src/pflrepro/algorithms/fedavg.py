@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.training.params import put_rows, rows, stack, weighted_mean
+from pflrepro.training.params import broadcast, put_rows, rows, stack, weighted_mean
 from pflrepro.training.terms import GradTerm
 
 
@@ -45,7 +45,7 @@ class FedAvgBase(Algorithm):
         """
         e = self.engine
         chosen = e.participants(rnd)
-        local, opt, trained = e.train(stack(state["global"], len(chosen)),
+        local, opt, trained = e.train(broadcast(state["global"], len(chosen)),
                                       rows(state["opt"], chosen), chosen, rnd,
                                       terms=self.terms(state))
         put_rows(state["opt"], chosen, opt)

@@ -86,7 +86,7 @@ from pflrepro.algorithms.registry import hyper
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, torch_generator
 from pflrepro.training.distillation import distill_loss_and_grad
 from pflrepro.training.optim import Optimizer, OptState, Params
-from pflrepro.training.params import stack, take, weighted_mean
+from pflrepro.training.params import broadcast, take, weighted_mean
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ class FedDF(Algorithm):
         for arch, members in self.groups(chosen):
             opt: OptState = {n: torch.stack([state["opt"][k][n] for k in members])
                              for n in state["opt"][members[0]]}
-            local, opt, trained = e.train(stack(state["globals"][arch], len(members)), opt,
+            local, opt, trained = e.train(broadcast(state["globals"][arch], len(members)), opt,
                                           members, rnd)
             for i, k in enumerate(members):
                 state["opt"][k] = {n: v[i].clone() for n, v in opt.items()}

@@ -73,7 +73,7 @@ from pflrepro.algorithms.registry import hyper
 from pflrepro.training.objectives import MAML
 from pflrepro.training.objectives import hessian_vector_product as _hvp
 from pflrepro.training.optim import OptState, Params
-from pflrepro.training.params import stack, weighted_mean
+from pflrepro.training.params import broadcast, stack, weighted_mean
 
 #: Mini-batch stream of the inner step's batch D (temp = w − α ∇f(w; D)).
 INNER = "maml_inner"
@@ -167,7 +167,7 @@ class PerFedAvg(Algorithm):
         chosen = e.participants(rnd)
         losses = np.full(e.num_clients, np.nan)
         opt = {n: v[chosen] for n, v in state["opt"].items()}
-        local, opt, losses[chosen] = e.train(stack(state["global"], len(chosen)), opt, chosen,
+        local, opt, losses[chosen] = e.train(broadcast(state["global"], len(chosen)), opt, chosen,
                                              rnd, OUTER, objective=self.objective())
         for n, v in opt.items():
             state["opt"][n][chosen] = v

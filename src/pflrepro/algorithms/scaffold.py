@@ -32,7 +32,7 @@ import torch
 from pflrepro.algorithms.base import Algorithm, State, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.training.optim import Params
-from pflrepro.training.params import put, rows, stack, take, weighted_mean
+from pflrepro.training.params import broadcast, put, rows, stack, take, weighted_mean
 from pflrepro.training.terms import Offset
 
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
@@ -83,7 +83,7 @@ class Scaffold(Algorithm):
         chosen = e.participants(rnd)
         c_chosen = rows(state["client_control"], chosen)
         # y_i, client i's local model: from x, fresh SGD, gradients + c − c_i
-        y, _, trained = e.train(stack(x, len(chosen)), stack(e.init_opt(x), len(chosen)),
+        y, _, trained = e.train(broadcast(x, len(chosen)), broadcast(e.init_opt(x), len(chosen)),
                                 chosen, rnd,
                                 terms=[Offset({k: c[k] - c_chosen[k] for k in x},
                                               per_client=True)])

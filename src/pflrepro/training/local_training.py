@@ -86,8 +86,9 @@ def train(engine: Engine, params: Params, opt_state: OptState, clients: Sequence
         return p, o, losses.cpu().numpy()
     if path != LOOP:
         raise ValueError(f"unknown training path {path!r}; known: {list(PATHS)}")
-    out_p = {k: v.clone() for k, v in params.items()}
-    out_o = {k: v.clone() for k, v in opt_state.items()}
+    # every row is written below: no copy of the inputs (which may be broadcast views)
+    out_p = {k: torch.empty_like(v) for k, v in params.items()}
+    out_o = {k: torch.empty_like(v) for k, v in opt_state.items()}
     losses = np.zeros(len(clients), dtype=np.float64)
 
     def one(i: int) -> None:

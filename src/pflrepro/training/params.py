@@ -10,8 +10,8 @@ import torch
 
 from pflrepro.training.optim import Params
 
-__all__ = ["RunningMean", "grad_leaves", "put", "put_rows", "rows", "stack", "take",
-           "weighted_mean"]
+__all__ = ["RunningMean", "broadcast", "grad_leaves", "put", "put_rows", "rows", "stack",
+           "take", "weighted_mean"]
 
 
 def grad_leaves(params: Params) -> Params:
@@ -27,6 +27,17 @@ def grad_leaves(params: Params) -> Params:
 def stack(params: Params, copies: int) -> Params:
     """Stack ``copies`` copies of ``params`` along a new leading dimension."""
     return {k: v.unsqueeze(0).repeat(copies, *([1] * v.dim())) for k, v in params.items()}
+
+
+def broadcast(params: Params, copies: int) -> Params:
+    """``params`` seen as ``copies`` stacked rows without copying (read-only views).
+
+    For a stack that is only read, such as the one start every client of a round trains
+    from: :func:`~pflrepro.training.local_training.train` copies what it updates, so
+    the round holds one model, not ``copies``. The rows share the memory of ``params``:
+    an in-place write to the stack is an error, and one to a row writes ``params``.
+    """
+    return {k: v.unsqueeze(0).expand(copies, *v.shape) for k, v in params.items()}
 
 
 def take(stacked: Params, k: int) -> Params:
