@@ -36,8 +36,8 @@ def test_experiment_step_runs_with_the_job_commands_alone(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| fed")]
     assert [r.split("|")[1].strip() for r in rows] == ["fedamp", "fedavg"]
-    for row in rows:
-        assert float(row.split("|")[2]) > 0
+    for row in rows:  # the job log gives tenths of a second: a digits round may show 0.0
+        assert float(row.split("|")[2]) >= 0
     assert (tmp_path / "work" / "runs" / "fedamp-cpu.parquet").is_file()
 
 
