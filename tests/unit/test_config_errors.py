@@ -313,3 +313,14 @@ def test_config_paths_merge_as_snakemake_does(tmp_path: Path) -> None:
     assert cfg.experiments["tiny"].training.rounds == 7
     with pytest.raises(ConfigError, match="no config file given"):
         check_config_paths([], SCHEMA)
+
+
+def test_files_in_force_put_the_command_lines_files_last() -> None:
+    from pflrepro.config import files_in_force
+
+    # Snakemake lists the --configfile files first, then the Snakefile's own
+    loaded = ["/w/mine.yaml", "/w/more.yaml", "/w/config.yaml"]
+    given = ["/w/mine.yaml", "/w/more.yaml"]
+    assert files_in_force(loaded, given) == ["/w/config.yaml", "/w/mine.yaml", "/w/more.yaml"]
+    assert files_in_force(loaded, given, replace=True) == ["/w/mine.yaml", "/w/more.yaml"]
+    assert files_in_force(["/w/config.yaml"], []) == ["/w/config.yaml"]

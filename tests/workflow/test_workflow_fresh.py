@@ -112,6 +112,25 @@ def test_duplicate_key_in_config_file_stops_with_file_and_line(tmp_path: Path) -
     assert "rule train" not in out
 
 
+@pytest.mark.parametrize("replace", [True, False])
+def test_a_configfile_error_names_that_file_not_the_snakefiles(tmp_path: Path,
+                                                               replace: bool) -> None:
+    """The key set in the --configfile file is named there, with or without
+    --replace-workflow-config, though the Snakefile's config.yaml sets it too."""
+    work = new_workdir(tmp_path / "cf")
+    mine = work / "mine.yaml"
+    mine.write_text("# my settings\n\n" + (work / "config.yaml").read_text()
+                    .replace("  rounds: 3\n", "  rounds: -3\n"))
+    line = mine.read_text().splitlines().index("  rounds: -3") + 1
+    extra = ("--replace-workflow-config",) if replace else ()
+    proc = snakemake(work, "-n", "--configfile", str(mine), *extra, check=False,
+                     configfile=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert f"Invalid config: {mine}:{line}: " in out, out
+    assert "rule train" not in out
+
+
 def test_another_clones_package_is_refused(tmp_path: Path) -> None:
     # item 9: the Snakefile ran whatever pflrepro Python found, e.g. another clone's
     work = new_workdir(tmp_path / "wf")

@@ -35,9 +35,13 @@ warnings.filterwarnings("ignore", message=r"coroutine '.*' was never awaited",
 # profile's configfile) with plain YAML, where a repeated key silently keeps the last
 # value: re-read them strictly, then check the merged config against the schema (a
 # short message naming the key) and parse it (references, sizes, per-model options).
+# The files behind the config, weakest first: --configfile files override (or, with
+# --replace-workflow-config, replace) the Snakefile's own config.yaml.
+CONFIG_FILES = C.files_in_force(workflow.configfiles, workflow.overwrite_configfiles or (),
+                                workflow.config_settings.replace_workflow_config)
 try:
-    C.check_config_files(workflow.configfiles)
-    with located(workflow.configfiles):  # a schema error names the file and line of its key
+    C.check_config_files(CONFIG_FILES)
+    with located(CONFIG_FILES):  # a schema error names the file and line of its key
         CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
     refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
@@ -469,7 +473,7 @@ OTHER_NAMES = OC.foreign_names(OC.shipped_configs(workflow.basedir),
 
 
 def loaded_config():
-    files = [os.path.relpath(str(f), workflow.basedir) for f in workflow.configfiles]
+    files = [os.path.relpath(str(f), workflow.basedir) for f in CONFIG_FILES]
     return files[-1] if files else "config.yaml"
 
 

@@ -116,6 +116,20 @@ def check_config_files(paths: Iterable[str | Path], missing_ok: bool = True) -> 
         load_config_file(path)
 
 
+def files_in_force(loaded: Sequence[str | Path], given: Sequence[str | Path],
+                   replace: bool = False) -> list[str]:
+    """The config files behind the config, from weakest to strongest.
+
+    ``loaded``: every file Snakemake read (``workflow.configfiles``: the ``--configfile``
+    files, then the Snakefile's own ``configfile:``); ``given``: the ``--configfile``
+    files, which override the Snakefile's, or with ``--replace-workflow-config``
+    (``replace``) stand alone. A key's file is the last of these that sets it.
+    """
+    cli = [str(f) for f in given]
+    own = [] if replace else [str(f) for f in loaded if str(f) not in cli]
+    return own + cli
+
+
 def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """``override`` merged into a copy of ``base`` as Snakemake merges config files.
 
