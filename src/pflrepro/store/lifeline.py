@@ -1,9 +1,9 @@
 """A workflow job's process ends with its job (``pflrepro --exit-with-parent``).
 
 Snakemake runs each job as ``bash -c "... python -m pflrepro train ..."``. Killing
-that shell (or Snakemake itself) used to leave the Python child running: it wrote its
-run after Snakemake had recorded the job as failed, its benchmark record was never
-written, and it went on using a core nobody accounted for.
+that shell (or Snakemake itself) does not end the Python child on its own: it would
+write its run after Snakemake recorded the job as failed, leave no benchmark record, and
+go on using a core nobody accounts for.
 
 :func:`exit_with_parent` asks the kernel to send ``SIGTERM`` when the parent dies
 (``prctl(PR_SET_PDEATHSIG)``, Linux), and starts a watcher thread that sends it when
