@@ -34,6 +34,7 @@ def _run(name: str, workers: int, threads_seen: set[int] | None = None):
 
         def spy(*args, **kwargs):
             threads_seen.add(threading.get_ident())
+            time.sleep(0.002)  # a busy machine: let the other workers take clients too
             return inner(*args, **kwargs)
 
         engine.loss_and_grad = spy
