@@ -48,7 +48,7 @@ from pflrepro.training.objectives import (
     split_pair_states,
 )
 from pflrepro.training.optim import Params
-from pflrepro.training.params import stack, take, weighted_mean
+from pflrepro.training.params import broadcast, stack, take, weighted_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +107,7 @@ class APFL(Algorithm):
         """Local w / v_i / α_i steps on every client; size-weighted average of the w."""
         e = self.engine
         clients = list(range(e.num_clients))
-        params = join_pair(stack(state["global"], e.num_clients), state["personal"])
+        params = join_pair(broadcast(state["global"], e.num_clients), state["personal"])
         opt = join_pair_states(state["opt"], state["personal_opt"], state["alpha"])
         params, opt, losses = e.train(params, opt, clients, rnd, objective=self.objective())
         local, state["personal"] = split_pair(params)

@@ -111,7 +111,7 @@ from pflrepro.training.objectives import (
     split_experts,
 )
 from pflrepro.training.optim import Params
-from pflrepro.training.params import RunningMean, put, stack, take
+from pflrepro.training.params import RunningMean, broadcast, put, stack, take
 
 OBJECTIVES = ("bound", "marginal")
 #: What q(z | ...) is conditioned on (``posterior``; see the module docstring).
@@ -434,7 +434,7 @@ class FedMix(Algorithm):
         e = self.engine
         clients = range(e.num_clients) if clients is None else clients
         k_all, a, b = self.hp.experts, clients.start, clients.stop
-        params = join_experts([stack(take(state["experts"], k), b - a) for k in range(k_all)],
+        params = join_experts([broadcast(take(state["experts"], k), b - a) for k in range(k_all)],
                               {n: v[a:b] for n, v in state["gates"].items()})
         opt = {**{n: v[a:b] for n, v in state["opt"].items()},
                EXPERT_LOSS_KEY: torch.zeros(b - a, k_all, dtype=torch.float64)}
