@@ -31,14 +31,15 @@ min_version("9.0")
 warnings.filterwarnings("ignore", message=r"coroutine '.*' was never awaited",
                         category=RuntimeWarning, module=r"snakemake(\..*)?$")
 
-# Snakemake has already read the config files (config.yaml, --configfile files, the
-# profile's configfile) with plain YAML, where a repeated key silently keeps the last
-# value: re-read them strictly, then check the merged config against the schema (a
-# short message naming the key) and parse it (references, sizes, per-model options).
 # The files behind the config, weakest first: --configfile files override (or, with
 # --replace-workflow-config, replace) the Snakefile's own config.yaml.
 CONFIG_FILES = C.files_in_force(workflow.configfiles, workflow.overwrite_configfiles or (),
                                 workflow.config_settings.replace_workflow_config)
+
+# Snakemake has already read the config files (config.yaml, --configfile files, the
+# profile's configfile) with plain YAML, where a repeated key silently keeps the last
+# value: re-read them strictly, then check the merged config against the schema (a
+# short message naming the key) and parse it (references, sizes, per-model options).
 try:
     C.check_config_files(CONFIG_FILES)
     with located(CONFIG_FILES):  # a schema error names the file and line of its key
