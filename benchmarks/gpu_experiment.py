@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -33,7 +33,6 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-TIMED = re.compile(r": (\d+) rounds in ([\d.]+) s\b")
 
 
 def pflrepro(*args: str, log: Path) -> float:
@@ -48,13 +47,14 @@ def pflrepro(*args: str, log: Path) -> float:
     return time.perf_counter() - start
 
 
-def seconds_per_round(log: Path) -> float:
-    """The training time per round from the job log's "N rounds in T s" line."""
-    found = TIMED.findall(log.read_text())
-    if not found:
+def seconds_per_round(log: Path, rounds: int) -> float:
+    """The training time per round from the job log (its "N rounds in T s" line)."""
+    from pflrepro.reporting.cost import read_log
+
+    seconds = read_log(log).train_s
+    if math.isnan(seconds):
         raise SystemExit(f"no 'rounds in' line in {log}")
-    rounds, seconds = found[-1]
-    return float(seconds) / int(rounds)
+    return seconds / rounds
 
 
 def final_accuracy(run: Path) -> tuple[float, str]:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             pflrepro("train", "--spec", json.dumps(spec), "--data", str(data / "meta.json"),
                      "--partition", str(partition), "--out", str(run), "--threads",
                      str(a.threads), log=log)
-            row[device] = seconds_per_round(log)
+            row[device] = seconds_per_round(log, rounds)
             accuracy, path = final_accuracy(run)
             print(f"{method} on {device} ({path} path): {rounds} rounds, {row[device]:.3f} "
                   f"s/round, final mean test accuracy {accuracy:.3f}", flush=True)
