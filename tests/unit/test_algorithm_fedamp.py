@@ -65,6 +65,14 @@ def test_squared_distances_are_each_rows_differences_bit_for_bit():
     assert squared_distances(flat[:1]).tolist() == [[0.0]]
 
 
+def test_flatten_is_each_clients_parameters_in_name_order_in_float64():
+    stacked = {"b": torch.tensor([[1.5], [2.5]]),
+               "a": torch.tensor([[[1.0, 2.0]], [[3.0, 4.0]]])}
+    flat = flatten(stacked)
+    assert flat.dtype == torch.float64
+    assert flat.tolist() == [[1.0, 2.0, 1.5], [3.0, 4.0, 2.5]]
+
+
 def test_attention_by_hand():
     # w0 = (0, 0), w1 = (1, 0), w2 = (0, 2): d² = 1 (0-1), 4 (0-2), 5 (1-2); σ = 2, α = 1
     flat = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)

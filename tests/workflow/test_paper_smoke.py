@@ -41,6 +41,14 @@ RAW = yaml.safe_load((REPO / "config.yaml").read_text())
 EXPERIMENTS = sorted(paper_experiments(RAW))
 
 
+def available_mb() -> int:
+    """The machine's available memory (MB): the cap on the mem_mb its jobs declare at once."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("paper_smoke")
@@ -51,7 +59,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with serve(root / "archives") as url:
         (work / "mirrors.yaml").write_text(yaml.safe_dump(mirrors_overlay(url, sums)))
         start = time.monotonic()
-        snakemake(work, *args, "--keep-going", configfile=False, timeout=4 * 3600)
+        snakemake(work, *args, "--keep-going", "--resources", f"mem_mb={available_mb()}",
+                  configfile=False, timeout=4 * 3600)
         wall = time.monotonic() - start
         snakemake(work, *args, "--report", str(work / "report.zip"), configfile=False,
                   timeout=1800)

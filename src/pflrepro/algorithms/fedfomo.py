@@ -267,11 +267,15 @@ class FedFomo(Algorithm):
         e = self.engine
         k_all = e.num_clients
         chosen = e.participants(rnd)
-        old = {name: v.clone() for name, v in state["params"].items()}
+        # the models as they stand at the round's start: read, never written, until the
+        # trained models replace them after every participant has mixed
+        old = state["params"]
         previous = self.hp.reference == "previous"
         received = self.downloads(state["affinity"], rnd)
         weights = torch.zeros(k_all, k_all, dtype=torch.float64)
-        mixed_all = {name: torch.empty_like(v) for name, v in old.items()}
+        # the participants' mixed models, one row each in the order of ``chosen``
+        slot = {k: n for n, k in enumerate(chosen)}
+        mixed_all = {name: v.new_empty((len(chosen), *v.shape[1:])) for name, v in old.items()}
 
         def client(i: int) -> None:
             own = take(old, i)
@@ -294,11 +298,11 @@ class FedFomo(Algorithm):
             mixed = fomo_update(ref, models, w)
             if previous:
                 put(state["previous"], i, mixed)
-            put(mixed_all, i, mixed)
+            put(mixed_all, slot[i], mixed)
 
         e.threads.run_clients(client, chosen)
         # local training from the mixed models, on each client's non-validation part
-        params, opt, trained = e.train(rows(mixed_all, chosen), rows(state["opt"], chosen),
+        params, opt, trained = e.train(mixed_all, rows(state["opt"], chosen),
                                        chosen, rnd, pools=[self.fit[k] for k in chosen])
         put_rows(state["params"], chosen, params)
         put_rows(state["opt"], chosen, opt)

@@ -25,7 +25,7 @@ from pflrepro.data.store import load_dataset
 from pflrepro.store import results as R
 from pflrepro.store.checkpoint import Checkpointer, Interrupted
 from pflrepro.store.progress import RoundProgress, write_progress_table
-from pflrepro.training import devices
+from pflrepro.training import allocator, devices
 from pflrepro.training.engine import Engine
 from pflrepro.training.settings import TrainingConfig
 
@@ -87,7 +87,11 @@ def run(spec: RunSpec, data_dir: str | Path, partition_path: str | Path,
     ``public`` = (public-set file, its data set's directory): the unlabeled public
     set of a method that distills on one; it must be given exactly when the spec has
     one.
+
+    The process's C allocator keeps freed blocks for reuse
+    (:func:`pflrepro.training.allocator.keep_freed_memory`).
     """
+    allocator.keep_freed_memory()
     cls = get_algorithm(spec.algorithm)
     hyper = parse_hyper(cls, spec.params)
     dataset = load_dataset(data_dir, verify=True)  # sha256 of both arrays vs meta.json
