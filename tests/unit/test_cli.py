@@ -201,10 +201,12 @@ def test_run_refuses_an_existing_directory_as_out(tmp_path: Path,
     out = tmp_path / "runs"
     out.mkdir()
     data = tmp_path / "data"
-    assert main(["run", "--method", "fedavg", "--dataset", "digits", "--partition", "iid",
-                 "--clients", "2", "--rounds", "1", "--model", "mlp", "--out", str(out),
-                 "--work", str(tmp_path / "w"), "--data-root", str(data)]) == 1
-    assert f"--out {out}: is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # refused as the command line is read
+        main(["run", "--method", "fedavg", "--dataset", "digits", "--partition", "iid",
+              "--clients", "2", "--rounds", "1", "--model", "mlp", "--out", str(out),
+              "--work", str(tmp_path / "w"), "--data-root", str(data)])
+    assert exit_info.value.code == 2
+    assert f"argument --out: {out} is a directory" in capsys.readouterr().err
     assert not data.exists() and not (tmp_path / "w").exists()  # refused before any work
 
 
@@ -375,6 +377,7 @@ def test_the_wrong_kind_of_file_is_refused_and_left_alone(
                  json.dumps({"scheme": "iid", "clients": 2}), "--seed", "0",
                  "--out", str(part)]) == 0
     run = tmp_path / "results/runs/e/p/fedavg/split0-seed0.parquet"
+    run.parent.mkdir(parents=True)
     assert main(["train", "--spec", json.dumps(TINY_RUN), "--data", str(digits),
                  "--partition", str(part), "--out", str(run)]) == 0
     notes = tmp_path / "notes.txt"

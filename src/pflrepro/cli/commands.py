@@ -10,6 +10,8 @@ import argparse
 import logging
 from typing import Any
 
+from pflrepro.store.targets import output_file
+
 log = logging.getLogger("pflrepro")
 
 
@@ -49,8 +51,8 @@ def add_subcommands(sub: Any) -> None:
     p = sub.add_parser("grid-projection", help="project the paper-scale grid's GPU-hours from "
                        "counted FLOPs per model (a projection, labelled so)")
     p.add_argument("--config", nargs="+", required=True, help="config files, merged in order")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.add_argument("--peak-tflops", type=float, default=DEVICE["peak_tflops"],
                    help=f"device peak in TFLOP/s (default: {DEVICE['name']}, "
                    f"{DEVICE['precision']}, {DEVICE['peak_tflops']})")

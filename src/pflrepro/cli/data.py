@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pflrepro.store.targets import output_file
+
 
 def _partition(args: argparse.Namespace) -> None:
     from pflrepro.data.jobs import make_partition
@@ -65,7 +67,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--dataset", required=True)
     p.add_argument("--spec", required=True, help="partition spec as JSON")
     p.add_argument("--seed", type=int, required=True, help="split seed")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.set_defaults(func=_partition)
 
     p = sub.add_parser("public", help="draw an unlabeled public set (distillation)")
@@ -73,12 +75,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--seed", type=int, required=True, help="split seed")
     p.add_argument("--exclude-partition", help="partition whose rows to avoid (same data set)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.set_defaults(func=_public)
 
     p = sub.add_parser("partition-stats", help="per-client sizes and label counts")
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True)
-    p.add_argument("--csv", required=True, help="per-client table")
-    p.add_argument("--md", required=True, help="summary table")
+    p.add_argument("--csv", type=output_file, required=True, help="per-client table")
+    p.add_argument("--md", type=output_file, required=True, help="summary table")
     p.set_defaults(func=_partition_stats)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pflrepro.store.targets import output_file
+
 log = logging.getLogger("pflrepro")
 #: ``--tuning`` of the commands that write a table from runs (table, communication, cost,
 #: paper-vs-ours).
@@ -184,23 +186,23 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--project", nargs="*", metavar="FILE",
                    help="config files whose --project-scale grid to project")
     p.add_argument("--project-scale", default="paper", choices=["paper", "cpu"])
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--projection-csv")
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
+    p.add_argument("--projection-csv", type=output_file)
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...} (the tuning note)')
     p.add_argument("--tuning", help=TUNING_HELP)
     p.set_defaults(func=_cost)
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.add_argument("inputs", nargs="*")
     p.set_defaults(func=_aggregate)
 
     p = sub.add_parser("table", help="final-accuracy table (Markdown, LaTeX, CSV)")
     p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
-    p.add_argument("--md", required=True)
-    p.add_argument("--tex", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.add_argument("--caption", help="table caption (default: says what the metric is)")
     p.add_argument("--methods", nargs="*", help="row order")
     p.add_argument("--experiments", nargs="*", help="column-group order (several experiments)")
@@ -212,8 +214,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
 
     p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")
     p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.add_argument("--methods", nargs="*", help="row order")
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
     p.add_argument("--tuning", help=TUNING_HELP)
@@ -230,8 +232,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
     p.add_argument("--data", help="prepared data set (labels)")
     p.add_argument("--partition", help="partition file (labels)")
-    p.add_argument("--pdf", required=True)
-    p.add_argument("--png", required=True)
+    p.add_argument("--pdf", type=output_file, required=True)
+    p.add_argument("--png", type=output_file, required=True)
 
     def kinds_with(option: str) -> str:
         return ", ".join(k.name for k in KINDS.values() if option in k.options)
@@ -260,6 +262,6 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     which.add_argument("--design", help="the same as JSON (the workflow passes it): "
                        '{experiment: {"partitions": [...], "methods": [...], '
                        '"seeds": [[split, train], ...]}}')
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.set_defaults(func=_claims)

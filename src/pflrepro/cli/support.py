@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import textwrap
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,6 +104,13 @@ def run_command(args: argparse.Namespace, func: Callable[[argparse.Namespace], N
     except (ValueError, RuntimeError) as err:
         _error(command, str(err))
         return 1
+    except Exception as err:  # noqa: BLE001 (no command ends in a traceback)
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
+        _error(command, f"unexpected {type(err).__name__}: {err} (an input this command "
+                        f"does not check, or a bug: `pflrepro -v {command} ...` prints the "
+                        f"traceback to report)")
+        return 2
     return 0
 
 

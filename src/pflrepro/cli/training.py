@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pflrepro.store.targets import output_file
+
 log = logging.getLogger("pflrepro")
 
 
@@ -123,19 +125,21 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--spec", required=True, nargs="+", help="run spec(s) as JSON")
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True, nargs="+", help="partition file per run")
-    p.add_argument("--out", required=True, nargs="+", help="run table per run")
+    p.add_argument("--out", type=output_file, required=True, nargs="+", help="run table per run")
     p.add_argument("--threads", type=_positive_int, default=1,
                    help="CPU: clients run side by side on this many threads, one core each "
                    "(same results for any value); GPU: torch's CPU threads")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
-    p.add_argument("--checkpoint", nargs="+", help="checkpoint file per run: resume from it "
+    p.add_argument("--checkpoint", type=output_file, nargs="+",
+                   help="checkpoint file per run: resume from it "
                    "if it holds this spec, save to it every --checkpoint-every rounds and on "
                    "SIGTERM, delete it once every run's results are written")
     p.add_argument("--checkpoint-every", type=int, default=10, metavar="ROUNDS")
     p.add_argument("--public", nargs="+",
                    help="public set file per run (methods that distill on one)")
     p.add_argument("--public-data", help="the public set's prepared data set (meta.json)")
-    p.add_argument("--log", nargs="+", help="log file per run: that run's lines only "
+    p.add_argument("--log", type=output_file, nargs="+",
+                   help="log file per run: that run's lines only "
                    "(all lines still go to stderr)")
     p.add_argument("--progress-table", action="store_true",
                    help="write each run's progress table (its table so far, for a running "
@@ -168,7 +172,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--split-seed", type=int, help="split seed (default: --seed)")
     p.add_argument("--public-size", type=int, default=500,
                    help="public-set rows, for methods that distill on one")
-    p.add_argument("--out", help="run table (default: under --work)")
+    p.add_argument("--out", type=output_file, help="run table (default: under --work)")
     p.add_argument("--work", default="results/cli",
                    help="where partitions, public sets and (by default) the run go")
     p.add_argument("--data-root", default="results/data",

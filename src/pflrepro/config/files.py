@@ -6,6 +6,7 @@ are merged as Snakemake merges them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         value = super().construct_yaml_int(node)  # type: ignore[no-untyped-call]
         if ":" in str(node.value):
             self._refuse_sexagesimal(node, value)
+        if re.fullmatch(r"[-+]?0[0-7_]+", str(node.value)):
+            mark = node.start_mark
+            raise ConfigError(
+                f"{mark.name}:{mark.line + 1}:{mark.column + 1}: {node.value!r} has a "
+                f"leading zero, which YAML 1.1 reads as the octal number {value}; write "
+                f"{str(node.value).lstrip('+-0_') or '0'} for the decimal number")
         return value  # type: ignore[no-any-return]
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
@@ -60,7 +67,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 # PyYAML (YAML 1.1) reads an unquoted 1:30 as the base-60 integer 90 (and 1:30.5 as a
-# float): the strict loader refuses such scalars, naming file and line.
+# float), and 010 as the octal 8: the strict loader refuses such scalars, naming file
+# and line.
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float",
                                  _UniqueKeyLoader.construct_yaml_float)

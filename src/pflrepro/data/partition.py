@@ -239,6 +239,9 @@ def _fmt(value: Any) -> str:
 
 def from_spec(spec: Mapping[str, Any]) -> Partitioner:
     """Build a partitioner from a config mapping ``{scheme: ..., <fields>}``."""
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"partition spec: a mapping {{scheme: ..., <options>}} is expected, "
+                         f"got {type(spec).__name__}")
     spec = dict(spec)
     scheme = spec.pop("scheme", None)
     if scheme not in PARTITIONERS:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import RunKey, canonical_json
+from pflrepro.store.targets import output_file
 from pflrepro.tuning import (
     DEFAULT_FRACTION,
     Grid,
@@ -98,6 +99,32 @@ def tuned_run_spec_json(cfg: WorkflowConfig, wildcards: Any,
     return canonical_json(spec)
 
 
+#: The keys of a tuning plan (``select_job``) and the JSON type of each.
+PLAN_KEYS = {"algorithm": str, "clients": dict, "grids": dict, "criterion": str,
+             "rounds": int, "seeds": list, "fraction": (int, float), "trials": list}
+
+
+def _read_plan(plan_json: str) -> dict[str, Any]:
+    """The tuning plan ``--plan``, its keys and their types checked (one-line errors)."""
+    try:
+        plan = json.loads(plan_json)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--plan: not JSON ({err})") from None
+    if not isinstance(plan, dict):
+        raise ValueError(f"--plan: a JSON object is expected, got {type(plan).__name__}")
+    missing = sorted(set(PLAN_KEYS) - set(plan))
+    if missing:
+        raise ValueError(f"--plan: missing key(s) {missing}")
+    for key, kind in PLAN_KEYS.items():
+        if not isinstance(plan[key], kind) or isinstance(plan[key], bool):
+            raise ValueError(f"--plan: {key} has the wrong type ({type(plan[key]).__name__})")
+    for trial in plan["trials"]:
+        if not isinstance(trial, dict) or {"point", "partition", "split", "seed"} - set(trial):
+            raise ValueError("--plan: each trial is an object with point, partition, split "
+                             "and seed")
+    return plan
+
+
 def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection: str,
                figure: tuple[str, str] | None = None, title: str = "") -> dict[Any, Any]:
     """``pflrepro tune-select``: score the tuning runs, select, write every output.
@@ -114,7 +141,7 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     from pflrepro.store.io import atomic_path
     from pflrepro.store.results import read_table
 
-    plan = json.loads(plan_json)
+    plan = _read_plan(plan_json)
     trials_spec = plan["trials"]
     if len(trials_spec) != len(runs):
         raise ValueError(f"{len(runs)} run file(s) for {len(trials_spec)} planned trial(s)")
@@ -150,26 +177,41 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
     return chosen
 
 
+def open_unit_interval(text: str) -> float:
+    """The ``--fraction`` type: a number strictly between 0 and 1."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1): the share of each "
+                                         "client's training rows held out for validation")
+    return value
+
+
 def add_subcommands(sub: Any) -> None:
     """``pflrepro tune-split`` and ``pflrepro tune-select`` (argparse subparsers)."""
     p = sub.add_parser("tune-split", help="a partition's validation partition for tuning: "
                        "each client's training rows, a seeded fraction held out; test rows "
                        "dropped")
     p.add_argument("--partition", required=True)
-    p.add_argument("--fraction", default=str(DEFAULT_FRACTION), help="share held out "
-                   "(a number in (0, 1))")
+    p.add_argument("--fraction", type=open_unit_interval, default=DEFAULT_FRACTION,
+                   help="share held out (a number in (0, 1))")
     p.add_argument("--seed", type=int, required=True, help="the split seed")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out,
-                                                             float(a.fraction), a.seed))
+                                                             a.fraction, a.seed))
 
     p = sub.add_parser("tune-select", help="score tuning runs on validation, select values, "
                        "write the tuning table (Markdown, CSV), figure and selection")
     p.add_argument("--plan", required=True, help="tuning plan as JSON (the workflow's)")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--selection", required=True)
-    p.add_argument("--figure", nargs=2, metavar=("PDF", "PNG"))
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
+    p.add_argument("--selection", type=output_file, required=True)
+    p.add_argument("--figure", type=output_file, nargs=2, metavar=("PDF", "PNG"))
     p.add_argument("--title", default="")
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=lambda a: select_job(a.plan, a.runs, a.md, a.csv, a.selection,

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pflrepro.store.targets import output_file
+
 #: The one measured-rate projection of the paper grid (``ext``: md, csv).
 COST_PROJECTION = "results/tables/cost-projection.{ext}"
 
@@ -62,7 +64,7 @@ def add_subcommands(sub: Any) -> None:
                    help="their measured cost CSVs, aligned with --experiments")
     p.add_argument("--project", required=True, help="the config whose grid to project")
     p.add_argument("--project-scale", default="paper", choices=["paper", "cpu"])
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.set_defaults(func=lambda a: projection_job(a.experiments, a.costs, a.project,
                                                  a.project_scale, a.md, a.csv))

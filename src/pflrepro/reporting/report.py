@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pflrepro.config.figure_kinds import KINDS
 from pflrepro.reporting.cost_projection import COST_PROJECTION
 from pflrepro.reporting.flops import GRID_PROJECTION
+from pflrepro.store.targets import output_file
 
 if TYPE_CHECKING:
     from pflrepro.config import ExperimentConfig, WorkflowConfig
@@ -367,8 +368,8 @@ def add_subcommands(sub: Any) -> None:
     """Register ``report-html`` and ``paper-vs-ours`` on the CLI's subparsers ``sub``."""
     p = sub.add_parser("report-html", help="a Markdown table as an HTML page (for the "
                        "Snakemake report)")
-    p.add_argument("--md", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.add_argument("--title")
     p.set_defaults(func=_report_html)
 
@@ -383,6 +384,6 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
                    "(pflrepro.pipeline.workflow.table_tuning_json); the note says how each value "
                    "was chosen, and the runs must carry the selected values")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--csv", type=output_file, required=True)
     p.set_defaults(func=_paper_vs_ours)

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from pflrepro.store.targets import check_output_target
+
 if TYPE_CHECKING:  # only annotations: importing this module needs no pandas
     import pandas as pd
 
@@ -92,12 +94,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     On an exception the temporary file is removed and ``path`` is left untouched,
     so a failing job never leaves a half-written output behind. The output gets the
     mode a plain ``open`` would give it (:data:`FILE_MODE`), not ``mkstemp``'s 0600,
-    so others on a shared cluster can read the results as usual.
+    so others on a shared cluster can read the results as usual. The target must be a
+    regular file, a link (replaced, not followed) or absent (:func:`check_output_target`).
     """
     target = Path(path)
-    if target.is_dir():  # its temporary file would go to the folder above
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    check_output_target(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)

@@ -27,6 +27,7 @@ from pflrepro.data.download.remote import (
     RemoteFile,
     _Incomplete,
 )
+from pflrepro.store.targets import check_output_target
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ def _from_mirror(file: RemoteFile, mirror: str, dest_dir: Path, *, timeout: floa
     """Fetch ``file`` from one mirror into ``dest_dir``; raise on any failure."""
     part = dest_dir / f"{file.name}.part"
     final = dest_dir / file.name
+    for path in (part, final):  # a download is written only as a regular file
+        check_output_target(path)
     kind = _mirror_kind(mirror)
     where = mirror
     for attempt in range(1, attempts + 1):

@@ -1,0 +1,99 @@
+"""Where a writer may write: regular files only, folders created only inside the project.
+
+A writer replaces its output by renaming a finished temporary file onto it
+(:func:`pflrepro.store.io.atomic_path`). Renaming onto a device node replaces the node;
+onto a FIFO, it hands nothing to whoever reads it; onto a folder, it fails late. So
+every output path is checked first (:func:`check_output_target`); a link at the path is
+replaced by the new file, never written through.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class NotRegularFileError(OSError):
+    """An output path that exists and is no regular file (a device, FIFO, socket, folder)."""
+
+
+#: What each non-regular kind of directory entry is called in messages.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def entry_kind(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a link, else None.
+
+    Links are not followed: a link at ``path`` is replaced by a writer, never written
+    through.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "no regular file")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return Path(os.path.abspath(path)).is_relative_to(Path(os.path.abspath(root)))
+
+
+def check_output_target(target: Path) -> None:
+    """Refuse an output path that is no regular file; create its missing folders.
+
+    Every writer goes through here (:func:`pflrepro.store.io.atomic_path`): an
+    existing device, FIFO, socket or folder at ``target`` is refused (renaming over it
+    would replace the device node, or write nothing where a reader waits). The
+    command line is stricter about folders (:func:`output_file`).
+    """
+    kind = entry_kind(target)
+    if kind is not None:
+        err = errno.EISDIR if kind == "a directory" else errno.EINVAL
+        raise NotRegularFileError(err, f"is {kind}, not a regular file: pflrepro writes "
+                                       "only regular files", str(target))
+    parent = target.parent
+    if os.path.lexists(parent) and not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "is not a folder", str(parent))
+    parent.mkdir(parents=True, exist_ok=True)
+
+
+def target_problem(target: str | os.PathLike[str]) -> str | None:
+    """Why ``target`` cannot be an output (:func:`check_output_target`'s reasons), or None.
+
+    Only looks: creates nothing.
+    """
+    path = Path(target)
+    kind = entry_kind(path)
+    if kind is not None:
+        return f"{path} is {kind}, not a regular file: pflrepro writes only regular files"
+    parent = path.parent
+    if parent.is_dir():
+        return None
+    if os.path.lexists(parent):
+        return f"{parent} is not a folder"
+    if not _inside(parent, Path.cwd()):
+        return (f"{parent}: no such folder (pflrepro creates missing folders only inside "
+                "the working directory: create it first)")
+    return None
+
+
+def output_file(text: str) -> str:
+    """The ``type`` of every command-line option naming an output file.
+
+    Checked when the command line is read, before any work: a long job never ends on
+    an output it cannot write, and a mistyped path never creates folders across the
+    file system (a missing folder is created only inside the working directory, the
+    project). The writer checks the kind of file again when it writes.
+    """
+    import argparse
+
+    problem = target_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
