@@ -303,3 +303,16 @@ def test_marking_forgets_snakemakes_record_of_the_file(tmp_path: Path, monkeypat
     with pytest.raises(CorruptFileError):
         read_verified(path, pd.read_parquet)
     assert not record.exists() and path.stat().st_mtime == DAMAGED_MTIME
+
+
+def test_a_fifo_or_folder_where_a_run_belongs_is_set_aside_unopened(tmp_path: Path) -> None:
+    # reading a FIFO at a run's path waited for a writer forever
+    folder = _owned(tmp_path)
+    fifo, directory = folder / "run.parquet", folder / "other.parquet"
+    os.mkfifo(fifo)
+    directory.mkdir()
+    for path, kind in ((fifo, "a FIFO"), (directory, "a directory")):
+        with pytest.raises(CorruptFileError, match=f"it is {kind}, not a regular file; set "
+                                                   f"aside as {path.name}.corrupt-1"):
+            read_verified(path, pd.read_parquet)
+        assert not os.path.lexists(path)

@@ -224,3 +224,51 @@ def test_figures_carry_digests_and_bit_rot_is_found(tmp_path: Path, capsys) -> N
         assert path.stat().st_mtime == DAMAGED_MTIME  # the next snakemake redraws it
         assert path.with_name(path.name + ".corrupt-1").exists()
     assert verify(results, figures=tmp_path / "elsewhere") == (3, [])
+
+
+def test_outputs_that_are_no_regular_files_are_set_aside(tmp_path: Path) -> None:
+    # a run replaced by a folder, a FIFO or a link out of the project, mtimes kept:
+    # verify called them clean (it looked at regular files only) and Snakemake saw
+    # nothing to do; a FIFO hung every job that read it
+    results = _results(tmp_path)
+    runs = {m: results / f"runs/tiny/p/{m}/split0-seed0.parquet" for m in ("fedavg", "local")}
+    runs["fedavg"].unlink()
+    runs["fedavg"].mkdir()
+    runs["local"].unlink()
+    os.mkfifo(runs["local"])
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.parquet"
+    outside.write_bytes(b"not yours")
+    table = results / "aggregate/tiny/fedavg.parquet"
+    table.parent.mkdir(parents=True)
+    table.symlink_to(outside)
+    checked, findings = verify(results)
+    damaged = {f.path: f.detail for f in findings if f.status == "damaged"}
+    assert "a directory, not a regular file" in damaged[runs["fedavg"]]
+    assert "a FIFO, not a regular file" in damaged[runs["local"]]
+    assert "a link that leads out of the project" in damaged[table]
+    assert not any(os.path.lexists(p) for p in (*runs.values(), table))  # built again
+    assert (runs["local"].parent / "split0-seed0.parquet.corrupt-1").exists()
+    assert outside.read_bytes() == b"not yours"
+
+
+def test_a_record_linked_to_another_file_is_not_read(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    run = results / "runs/tiny/p/local/split0-seed0.parquet"
+    secret = tmp_path.parent / f"{tmp_path.name}-shadow"  # outside the project
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    digest_path(run).unlink()
+    digest_path(run).symlink_to(secret)
+    _, findings = verify(results)
+    detail = next(f.detail for f in findings if f.path == run)
+    assert "is not a digest record: it is a link that leads out of the project" in detail
+    assert "secret-hash" not in detail and "root:" not in detail
+
+
+def test_a_damaged_record_is_named_never_quoted(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    run = results / "runs/tiny/p/local/split0-seed0.parquet"
+    digest_path(run).write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    _, findings = verify(results)
+    detail = next(f.detail for f in findings if f.path == run)
+    assert "does not hold a SHA-256 and a file name (39 bytes)" in detail
+    assert "secret-hash" not in detail

@@ -57,6 +57,7 @@ from pflrepro.store.io import (
 )
 from pflrepro.store.progress import PROGRESS_TABLE_SUFFIX
 from pflrepro.store.records import benchmark_problem, record_problem
+from pflrepro.store.targets import entry_problem
 
 #: Folders under the results directory that hold digested Parquet files.
 PARQUET_DIRS = ("runs", "partitions", "public", "aggregate", "tuning")
@@ -94,9 +95,28 @@ class Finding:
 
 
 def _skipped(path: Path) -> bool:
+    """Whether ``path`` is named as no stored file (a temporary file, a copy, a record).
+
+    Entries named as stored files that are no regular files are not skipped: they are
+    damaged (:func:`_not_regular`).
+    """
     name = path.name
     return (name.startswith(".") or ".corrupt-" in name or name.endswith(PROGRESS_TABLE_SUFFIX)
-            or name.endswith(DIGEST_SUFFIX) or not path.is_file())
+            or name.endswith(DIGEST_SUFFIX))
+
+
+def _not_regular(path: Path, project: Path) -> Finding | None:
+    """A stored file's name held by a folder, FIFO, socket or a link out of the project.
+
+    Never opened (a FIFO would wait forever): set aside, so that the next snakemake
+    finds the output missing and builds it again.
+    """
+    problem = entry_problem(path, project)
+    if problem is None:
+        return None
+    aside = set_aside(path)
+    return Finding("damaged", path, f"{problem}; set aside as {aside.name}, so that the next "
+                                    "snakemake builds it again")
 
 
 def stored_parquet(results: Path) -> list[Path]:
@@ -229,8 +249,8 @@ def verify(results: str | Path = "results", *, adopt: bool = False,
     checks: list[tuple[Path, Callable[[], Finding | None]]] = []
     for path in stored_parquet(results):
         checks.append((path, partial(_check_parquet, path, adopt)))
-    for folder in sorted(p for p in (results / "data").glob("*") if p.is_dir()):
-        checks.append((folder, partial(_check_dataset, folder, adopt)))
+    folders = [(folder, partial(_check_dataset, folder, adopt))
+               for folder in sorted(p for p in (results / "data").glob("*") if p.is_dir())]
     recorded = sorted({p for folder, names in RECORDED for p in (results / folder).rglob(names)
                        if not _skipped(p) and p.suffix != ".parquet"})
     recorded += sorted({p for names in FIGURE_NAMES for p in figures.rglob(names)
@@ -243,5 +263,9 @@ def verify(results: str | Path = "results", *, adopt: bool = False,
     for path in sorted(results.rglob("*.ckpt")):
         if not _skipped(path):
             checks.append((path, partial(_check_checkpoint, path)))
-    findings = [f for path, check in checks if (f := _guarded(check, path)) is not None]
-    return len(checks), findings
+    project = results.resolve().parent
+    findings = [f for path, check in folders if (f := _guarded(check, path)) is not None]
+    findings += [f for path, check in checks
+                 if (f := _guarded(lambda p=path, c=check: _not_regular(p, project) or c(), path))
+                 is not None]
+    return len(folders) + len(checks), findings

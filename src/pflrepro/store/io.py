@@ -33,13 +33,18 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from pflrepro.store.targets import check_output_target
+from pflrepro.store.damage import (  # noqa: F401 (part of this module's interface)
+    DAMAGED_MTIME,
+    forget_snakemake_record,
+    mark_damaged,
+    set_aside,
+)
+from pflrepro.store.targets import check_output_target, entry_problem
 
 if TYPE_CHECKING:  # only annotations: importing this module needs no pandas
     import pandas as pd
@@ -80,9 +85,6 @@ IDENTITY_FIELDS = {
 }                                # the path (``digits100``: the two cannot be told apart)
 #: What :func:`pflrepro.store.results.read_table` accepts: a run or any aggregate.
 TABLE_KINDS = ("run", "method_aggregate", "experiment_aggregate", "aggregate")
-#: The modification time given to a damaged file: older than any input (1 s, not 0:
-#: Snakemake skips its input-newer check for an output whose oldest mtime is 0).
-DAMAGED_MTIME = 1
 
 T = TypeVar("T")
 
@@ -150,11 +152,13 @@ class CorruptFileError(ValueError):
     """
 
     def __init__(self, path: Path, reason: str, aside: Path | None, fix: str,
-                 owned: bool = True) -> None:
+                 owned: bool = True, moved: bool = False) -> None:
         if not owned:
             where = ("left as it is (it lies outside the workflow's results tree, so "
                      "nothing was changed)")
             fix = "replace it with a whole copy, or give the file the workflow wrote"
+        elif moved and aside is not None:
+            where = f"set aside as {aside.name}"
         elif aside is not None:
             where = f"a copy kept as {aside.name}, the file dated 1970-01-01"
         else:
@@ -202,28 +206,45 @@ def atomic_digested_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     write_text(record, f"{digest}  {target.name}\n")
 
 
+def _project_of(path: Path) -> Path:
+    """The project a stored file belongs to: the folder above its ``results`` tree.
+
+    The working directory for a file outside one.
+    """
+    absolute = Path(os.path.abspath(path))
+    for folder in absolute.parents:
+        if folder.name == "results":
+            return folder.parent
+    return Path.cwd()
+
+
 def read_record(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     """(SHA-256, file name) recorded for ``path``; None when it has no record.
 
     :class:`DamagedRecord`, naming the record, when it is not UTF-8 text or does not
     hold a 64-digit hex SHA-256 and a name.
     """
+    record = digest_path(path)
+    if not os.path.lexists(record):
+        return None
+    problem = entry_problem(record, _project_of(record))
+    if problem is not None:  # never read through it (a FIFO, a link to another's file)
+        raise DamagedRecord(f"the record {record} is not a digest record: {problem}")
     try:
-        raw = digest_path(path).read_bytes()
+        raw = record.read_bytes()
     except FileNotFoundError:
         return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DamagedRecord(f"the record {digest_path(path)} is not UTF-8 text (byte "
-                            f"{exc.start}: {raw[exc.start:exc.start + 1]!r})") from None
+                            f"{exc.start})") from None
     fields = text.split(maxsplit=1)
     digest = fields[0].lower() if fields else ""
     name = fields[1].strip().lstrip("*") if len(fields) > 1 else ""
-    if not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:
-        shown = text if len(text) <= 40 else text[:40] + "..."
+    if not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:  # its text is not quoted
         raise DamagedRecord(f"the record {digest_path(path)} does not hold a SHA-256 and a "
-                            f"file name ({shown!r})")
+                            f"file name ({len(raw)} bytes)")
     return digest, name
 
 
@@ -231,89 +252,6 @@ def recorded_digest(path: str | os.PathLike[str]) -> str | None:
     """The SHA-256 recorded for ``path`` (None when it has no record)."""
     record = read_record(path)
     return None if record is None else record[0]
-
-
-def set_aside(path: str | os.PathLike[str]) -> Path:
-    """Rename ``path`` to the first free ``<path>.corrupt-<n>`` (n = 1, 2, ...); return it."""
-    path = Path(path)
-    n = 1
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    path.rename(aside)
-    return aside
-
-
-def mark_damaged(path: str | os.PathLike[str]) -> Path:
-    """Keep a copy of ``path`` as ``<path>.corrupt-<n>`` and date ``path`` 1970-01-01.
-
-    The file stays where it is, so the jobs of a running Snakemake that take it as an
-    input can start (and fail, naming it); dated older than every input of the job
-    that made it, it is rebuilt by the next ``snakemake``, with everything made from
-    it. The copy is a hard link (a plain copy where links are not supported); a file
-    already linked as some ``.corrupt-<n>`` (another job found it first) is not
-    linked twice. Returns the copy. ``FileNotFoundError`` when ``path`` is gone.
-
-    A symbolic link is handled as itself, never through its target: the copy links
-    the link, and the link's own date is set (Snakemake dates an output link by the
-    link), so the next ``snakemake`` replaces the link and the file it points to
-    stays as it is.
-    """
-    path = Path(path)
-    link = path.is_symlink()
-    n = 1
-    while os.path.lexists(aside := path.with_name(f"{path.name}.corrupt-{n}")):
-        if _same_entry(aside, path):
-            break
-        n += 1
-    else:
-        try:
-            os.link(path, aside, follow_symlinks=False)
-        except FileExistsError:  # another job linked it in between
-            return mark_damaged(path)
-        except OSError:  # no hard links here
-            shutil.copy2(path, aside, follow_symlinks=False)
-    os.utime(path, (DAMAGED_MTIME, DAMAGED_MTIME), follow_symlinks=not link)
-    forget_snakemake_record(path)
-    return aside
-
-
-def _same_entry(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` are one directory entry's inode (links not followed)."""
-    sa, sb = os.lstat(a), os.lstat(b)
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def forget_snakemake_record(path: str | os.PathLike[str]) -> bool:
-    """Remove Snakemake's metadata record of the output ``path``, if there is one.
-
-    Snakemake records, per output, the checksums of its job's small inputs, and an
-    input newer than the output does not rerun the job when its checksum is the one
-    recorded: a damaged file dated 1970 would not be rebuilt. Without the record the
-    job reruns. The record is ``.snakemake/metadata/<urlsafe base64 of the path as
-    the rule names it>`` in the working directory (Snakemake 8-9's file persistence;
-    names over the file system's limit split into ``@``-prefixed folders); ``path``
-    is taken relative to the working directory, as the rules name their outputs.
-    Returns whether a record was removed.
-    """
-    import base64
-
-    target = Path(os.path.abspath(path))
-    try:
-        rel = target.relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return False
-    metadata = Path(".snakemake") / "metadata"
-    if not metadata.is_dir():
-        return False
-    b64 = base64.urlsafe_b64encode(rel.encode()).decode()
-    limit = os.pathconf(metadata, "PC_NAME_MAX") or 255
-    parts = [b64[i:i + limit - 1] for i in range(0, len(b64), limit - 1)]
-    record = metadata.joinpath(*(["@" + part for part in parts[:-1]] + parts[-1:]))
-    try:
-        record.unlink()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
@@ -336,9 +274,17 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
     opened (permissions) raises as usual.
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise FileNotFoundError(errno.ENOENT, "not found", str(path))
     owned = expected_identity(path) is not None
+    special = entry_problem(path, _project_of(path))
+    if special is not None:  # never opened: set aside whole, so that it is built again
+        if not owned:
+            raise WrongFileError(f"{path} is not a stored file: {special}; nothing was changed")
+        aside = set_aside(path)
+        raise CorruptFileError(path, special, aside, "rerun snakemake: the file is missing "
+                                                     "now, so Snakemake builds it again",
+                               moved=True)
     wanted = " or ".join(dict.fromkeys("aggregate" if k.endswith("aggregate") else k
                                        for k in kinds)) if kinds else "stored"
     record_name = digest_path(path).name

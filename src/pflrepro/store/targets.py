@@ -97,3 +97,23 @@ def output_file(text: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def entry_problem(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is not a stored file to read, or None when it is a regular file.
+
+    Not a regular file (a folder, FIFO, socket or device: opening a FIFO waits for a
+    writer forever), or a link that leads out of ``root`` (the project) or to no
+    regular file. A link inside the project to a regular file is read as usual.
+    """
+    kind = entry_kind(path)
+    if kind is not None:
+        return f"it is {kind}, not a regular file"
+    if not os.path.islink(path):
+        return None
+    target = Path(os.path.realpath(path))
+    if not _inside(target, Path(root)):
+        return "it is a link that leads out of the project"
+    if not target.is_file():
+        return "it is a link to no regular file"
+    return None
