@@ -9,6 +9,7 @@ import socket
 import stat
 import tarfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import pytest
 from pflrepro.data.download import (
     DamagedArchiveError,
     DownloadError,
+    Limits,
     RemoteFile,
     UnsafeArchiveError,
     check_readable,
@@ -44,6 +46,7 @@ class ServerState:
     files: dict[str, bytes] = field(default_factory=dict)
     drop_after: dict[str, int] = field(default_factory=dict)  # path -> bytes before a drop
     ranges: bool = True
+    trickle: dict[str, float] = field(default_factory=dict)  # path -> seconds between bytes
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,6 +96,16 @@ class Server:
                     self.wfile.flush()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                gap = state.trickle.get(path)
+                if gap is not None:  # one byte at a time, for at most 10 s
+                    for i in range(min(len(body), int(10 / gap))):
+                        try:
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                        except OSError:  # the client gave up
+                            return
+                        time.sleep(gap)
                     return
                 self.wfile.write(body)
 
@@ -465,3 +478,20 @@ def test_mismatch_with_the_first_use_record_names_the_record(tmp_path: Path) -> 
         fetch(RemoteFile("a.zip", None), [str(second)], dest)
     assert f"recorded on first use in {record}; if that first copy was the wrong one, " \
            f"delete {record}" in str(info.value)
+
+
+@pytest.mark.parametrize(("limits", "match"), [
+    (Limits(min_rate=1000, grace_s=0.5), r"bytes in \d+ s, below the minimum rate of 1000"),
+    (Limits(deadline_s=0.8, min_rate=0, grace_s=0), r"gave up after \d+ s, the deadline"),
+])
+def test_a_trickling_server_is_given_up(server: Server, tmp_path: Path, limits: Limits,
+                                        match: str) -> None:
+    # one byte every 50 ms stays inside every socket timeout: it used to go on for days
+    data = b"x" * 5000
+    server.state.files["/slow.bin"] = data
+    server.state.trickle["/slow.bin"] = 0.05
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=match) as info:
+        fetch(RemoteFile("slow.bin", sha256=sha(data)), [server.url], tmp_path, limits=limits)
+    assert time.monotonic() - start < 5
+    assert f"{server.url}/slow.bin" in str(info.value) and "data: download:" in str(info.value)

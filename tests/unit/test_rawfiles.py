@@ -64,3 +64,50 @@ def test_obtain_placed_names_the_place_and_the_howto(tmp_path: Path) -> None:
 def test_save_array_round_trips(tmp_path: Path) -> None:
     save_array(tmp_path / "w.npy", np.array([3, 1, 2], dtype=np.int64))
     np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), [3, 1, 2])
+
+
+def _tar_gz(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
+    import io
+
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        if link is not None:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tf.addfile(info)
+    return path
+
+
+def test_a_refused_archive_never_sticks(tmp_path: Path) -> None:
+    # a hostile archive was recorded (trust on first use) before extraction refused it;
+    # every later run re-verified the kept copy and failed without contacting the mirror
+    mirror, raw = tmp_path / "mirror", tmp_path / "raw"
+    mirror.mkdir()
+    name = "data.tar.gz"
+    _tar_gz(mirror / name, {"a.txt": b"a"}, link="evil")
+    file = RemoteFile(name, sha256=None)
+    (archive,) = fetch_all([file], [str(mirror)], raw)
+    with pytest.raises(ArchiveMissingError, match="links are refused.*set aside as "
+                       "data.tar.gz.corrupt-1 with its recorded hash.*fetches it again"):
+        extracted(archive, raw)
+    assert not (raw / name).exists() and not (raw / f"{name}.sha256").exists()
+    _tar_gz(mirror / name, {"a.txt": b"good"})  # the mirror is good again
+    (archive,) = fetch_all([file], [str(mirror)], raw)
+    assert (extracted(archive, raw) / "a.txt").read_bytes() == b"good"
+
+
+def test_a_decompression_bomb_is_refused_before_extraction(tmp_path: Path) -> None:
+    from pflrepro.data.download.extract import ArchiveTooLargeError, safe_extract
+
+    bomb = _tar_gz(tmp_path / "bomb.tar.gz", {"zeros.bin": bytes(4 << 20)})
+    assert bomb.stat().st_size < 40_000  # 4 MiB of zeros in a few KB
+    with pytest.raises(ArchiveTooLargeError, match="times allowed .a decompression bomb"):
+        safe_extract(bomb, tmp_path / "out", ratio_floor=1 << 20)
+    with pytest.raises(ArchiveTooLargeError, match="more than the 1000000 allowed"):
+        safe_extract(bomb, tmp_path / "out", max_bytes=1_000_000)
+    assert not (tmp_path / "out").exists()
+    assert list(tmp_path.glob(".out.*")) == []  # nothing written is left
+    assert (safe_extract(bomb, tmp_path / "out") / "zeros.bin").stat().st_size == 4 << 20

@@ -117,4 +117,8 @@ def test_damaged_archive_trusted_earlier_names_the_record(tmp_path: Path) -> Non
     with pytest.raises(ArchiveMissingError) as info:
         femnist.prepare_femnist(tmp_path / "out", raw, ())
     text = str(info.value)
-    assert f"{archive} does not read to its end" in text and f"delete {record}" in text
+    assert f"{archive} does not read to its end" in text
+    # set aside with its record: the next run fetches it again instead of failing forever
+    assert "set aside as femnist_all_data.tar.gz.corrupt-1 with its recorded hash" in text
+    assert not archive.exists() and not record.exists()
+    assert (raw / "femnist_all_data.tar.gz.sha256.corrupt-1").exists()

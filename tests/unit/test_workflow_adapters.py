@@ -314,3 +314,16 @@ def test_the_jobs_run_here_only_under_the_local_executor() -> None:
     assert W.runs_here(SimpleNamespace(executor_plugin=SimpleNamespace(name="local")))
     assert not W.runs_here(SimpleNamespace(executor_plugin=SimpleNamespace(name="slurm")))
     assert not W.runs_here(SimpleNamespace(executor_plugin=None))  # while parsing
+
+
+def test_download_limits_reach_prepare_only_where_the_config_sets_them() -> None:
+    raw = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())
+    raw["data"] = {"download": {"deadline_s": 600, "min_rate": 2048.5}}
+    assert W.mirror_args(parse(raw), "digits") == "--deadline 600 --min-rate 2048.5"
+    raw["data"] = {}
+    assert W.mirror_args(parse(raw), "digits") == ""
+    raw["data"] = {"download": {"deadline_s": 0}}
+    from pflrepro.config import check
+
+    with pytest.raises(ConfigError, match="deadline_s"):
+        check(raw, REPO / "workflow/schemas/config.schema.yaml")

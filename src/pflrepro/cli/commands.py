@@ -18,6 +18,9 @@ log = logging.getLogger("pflrepro")
 def _prepare(args: argparse.Namespace) -> None:
     from pflrepro.data.checksums import parse_checksum_args
     from pflrepro.data.datasets import prepare_dataset
+    from pflrepro.data.download import Limits, set_limits
+
+    set_limits(Limits(deadline_s=args.deadline, min_rate=args.min_rate))
 
     meta = prepare_dataset(args.dataset, args.out, args.raw, args.mirror or None,
                            parse_checksum_args(args.checksum))
@@ -36,6 +39,8 @@ def _grid_projection(args: argparse.Namespace) -> None:
 
 def add_subcommands(sub: Any) -> None:
     """Add ``prepare`` and ``grid-projection`` to the CLI's subparsers ``sub``."""
+    from pflrepro.data.download import Limits
+
     p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", required=True, help="output directory (meta.json written last)")
@@ -44,6 +49,14 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--checksum", action="append", metavar="FILE=SHA256",
                    help="SHA-256 of a raw file, replacing the built-in one (repeatable; the "
                    "config's data.checksums)")
+    limits = Limits()
+    p.add_argument("--deadline", type=float, default=limits.deadline_s, metavar="SECONDS",
+                   help="give up a file's download from one mirror after this long "
+                   f"(default {limits.deadline_s:g}; the config's data: download: deadline_s)")
+    p.add_argument("--min-rate", type=float, default=limits.min_rate, metavar="BYTES_PER_S",
+                   help="give up a download slower than this, judged after "
+                   f"{limits.grace_s:g} s (default {limits.min_rate:g}; data: download: "
+                   "min_rate)")
     p.set_defaults(func=_prepare)
 
     from pflrepro.reporting.flops import DEVICE, UTILISATION

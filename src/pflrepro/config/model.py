@@ -157,6 +157,8 @@ class WorkflowConfig:
     tables: Mapping[str, TableConfig] = dataclasses.field(default_factory=dict)
     scale: str = "paper"
     checksums: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    #: ``data: download:``: ``deadline_s`` and ``min_rate`` where the config sets them.
+    download: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def runs(self, experiment: str, method: str | None = None) -> Iterator[RunKey]:
         """Every training job of ``experiment`` (of one method, if given)."""

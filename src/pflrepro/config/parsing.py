@@ -65,8 +65,9 @@ def parse(raw: Mapping[str, Any]) -> WorkflowConfig:
     _check_allow_huge(raw.get("allow_huge", False), experiments)
     tables = _parse_tables(raw.get("tables") or {}, experiments)
     scale = _parse_scale(raw.get("scale", "paper"), experiments)
+    download = {k: float(v) for k, v in ((raw.get("data") or {}).get("download") or {}).items()}
     return WorkflowConfig(mirrors=mirrors, methods=methods, experiments=experiments,
-                          tables=tables, scale=scale, checksums=checksums)
+                          tables=tables, scale=scale, checksums=checksums, download=download)
 
 
 def _parse_data(data: Mapping[str, Any]) -> tuple[dict[str, tuple[str, ...]], dict]:

@@ -339,6 +339,20 @@ def build_schema() -> dict[str, Any]:
                             "type": "object",
                             "additionalProperties": {"type": "string",
                                                      "pattern": SHA256_PATTERN}}},
+                    "download": {
+                        "type": "object", "additionalProperties": False,
+                        "description": "Bounds on one file's transfer from one mirror (a "
+                                       "server that trickles bytes keeps every read inside "
+                                       "the socket timeout).",
+                        "properties": {
+                            "deadline_s": {"type": "number", "exclusiveMinimum": 0,
+                                           "default": 21600,
+                                           "description": "Seconds a file may take, its "
+                                                          "retries and resumes included."},
+                            "min_rate": {"type": "number", "minimum": 0, "default": 1024,
+                                         "description": "Bytes per second below which a "
+                                                        "transfer is given up, judged "
+                                                        "after its first minute."}}},
                 },
             },
             "allow_huge": {"type": "boolean", "default": False,

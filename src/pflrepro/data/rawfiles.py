@@ -21,6 +21,7 @@ from pflrepro.data.download import (
     DamagedArchiveError,
     DownloadError,
     RemoteFile,
+    UnsafeArchiveError,
     fetch,
     safe_extract,
     tofu_record,
@@ -28,7 +29,7 @@ from pflrepro.data.download import (
 )
 from pflrepro.data.formats import read_idx_pair
 from pflrepro.data.store import DatasetMeta, write_dataset
-from pflrepro.store.io import atomic_path, sha256_file
+from pflrepro.store.io import atomic_path, set_aside, sha256_file
 
 
 class ArchiveMissingError(FileNotFoundError):
@@ -53,14 +54,24 @@ def extracted(archive: Path, raw_dir: Path, members: Sequence[str] | None = None
     if not target.is_dir():
         try:
             safe_extract(archive, target, members=members)
-        except ARCHIVE_ERRORS as exc:  # e.g. a damaged copy trusted before archives were read
-            record = raw_dir / f"{archive.name}.sha256"
-            fix = (f"its hash was recorded in {record} when it was first used: delete {record}"
-                   f" and {archive}, place a complete copy and rerun" if record.exists()
-                   else f"replace {archive} with a complete copy and rerun")
-            raise ArchiveMissingError(f"{archive} does not read to its end "
-                                      f"({type(exc).__name__}: {exc}); {fix}") from exc
+        except (*ARCHIVE_ERRORS, UnsafeArchiveError) as exc:
+            why = (str(exc) if isinstance(exc, UnsafeArchiveError)
+                   else f"{archive} does not read to its end ({type(exc).__name__}: {exc})")
+            raise ArchiveMissingError(f"{why}; {_set_aside_archive(archive, raw_dir)}") from exc
     return target
+
+
+def _set_aside_archive(archive: Path, raw_dir: Path) -> str:
+    """Set a refused archive and its first-use record aside; say what happens next.
+
+    A refused archive is never kept where the next run would verify it again: with its
+    recorded hash gone too, the next run fetches it anew (or asks for it to be placed).
+    """
+    aside = set_aside(archive)
+    record = raw_dir / f"{archive.name}.sha256"
+    kept = f" with its recorded hash (as {set_aside(record).name})" if record.exists() else ""
+    return (f"set aside as {aside.name}{kept}: the next run fetches it again from the "
+            f"mirrors, or asks for a good copy at {archive}")
 
 
 def checksum_text(file: RemoteFile, path: Path) -> str:

@@ -44,11 +44,13 @@ from pflrepro.data.download.checks import (  # noqa: F401
     verify_file,
 )
 from pflrepro.data.download.extract import safe_extract  # noqa: F401
-from pflrepro.data.download.mirrors import fetch  # noqa: F401
+from pflrepro.data.download.mirrors import fetch, set_limits  # noqa: F401
 from pflrepro.data.download.remote import (  # noqa: F401
     ChecksumError,
     DamagedArchiveError,
     DownloadError,
+    Limits,
     RemoteFile,
+    TooSlowError,
     UnsafeArchiveError,
 )

@@ -26,6 +26,36 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- extraction
 
+#: The most an archive may unpack to, in bytes, unless its source states its own bound:
+#: ten times the largest data set the sources fetch (Office-Home, about 1.1 GiB).
+MAX_EXTRACTED_BYTES = 16 << 30
+#: The largest ratio of unpacked to archive bytes accepted once the unpacked size passes
+#: :data:`RATIO_FLOOR`: image and label archives compress by less than 10; a stream of
+#: zeros (a decompression bomb) by about 1,000.
+MAX_RATIO = 100.0
+#: Below this many unpacked bytes the ratio is not checked (small test archives of
+#: repeated bytes compress far better than any real data set, and cost nothing).
+RATIO_FLOOR = 64 << 20
+
+
+class ArchiveTooLargeError(UnsafeArchiveError):
+    """An archive that unpacks to more than its bound (size or ratio): a likely bomb."""
+
+
+def _check_bounds(sizes: list[int], archive: Path, max_bytes: int, max_ratio: float,
+                  ratio_floor: int) -> None:
+    """Refuse an archive whose members add up to more than the bounds, before extraction."""
+    total = sum(sizes)
+    if total > max_bytes:
+        raise ArchiveTooLargeError(f"{archive}: its members add up to {total} bytes, more than "
+                                   f"the {max_bytes} allowed; refused before extraction")
+    packed = max(archive.stat().st_size, 1)
+    if total > ratio_floor and total / packed > max_ratio:
+        raise ArchiveTooLargeError(
+            f"{archive}: {packed} bytes unpack to {total} ({total / packed:.0f} times), "
+            f"more than the {max_ratio:g} times allowed (a decompression bomb?); refused "
+            "before extraction")
+
 
 def _safe_member_path(name: str, archive: Path) -> PurePosixPath | None:
     """Validate a member name; return its relative path (``None`` for the root itself)."""
@@ -95,7 +125,8 @@ def _archive_kind(archive: Path) -> str:
 
 
 def safe_extract(archive: Path, target: Path, *, members: Collection[str] | None = None,
-                 overwrite: bool = False) -> Path:
+                 overwrite: bool = False, max_bytes: int = MAX_EXTRACTED_BYTES,
+                 max_ratio: float = MAX_RATIO, ratio_floor: int = RATIO_FLOOR) -> Path:
     """Extract ``archive`` (.tar, .tar.gz/.tgz, .zip) into the new directory ``target``.
 
     Every member is checked before anything is written: absolute names, ``..``
@@ -105,7 +136,11 @@ def safe_extract(archive: Path, target: Path, *, members: Collection[str] | None
     complete. ``members`` limits extraction to those member names (all must exist).
     An existing ``target`` raises :class:`FileExistsError` unless ``overwrite``.
     Files are written with mode 0644 and directories 0755 (no archive permissions,
-    owners or set-id bits are applied). Returns ``target``.
+    owners or set-id bits are applied). The members' sizes are checked against
+    ``max_bytes`` and, past ``ratio_floor`` bytes, ``max_ratio`` times the archive's
+    size before anything is written, and each member's bytes against its stated size
+    while writing (:class:`ArchiveTooLargeError`; what was written is removed).
+    Returns ``target``.
     """
     archive, target = Path(archive), Path(target)
     if target.exists() and not overwrite:
@@ -115,14 +150,15 @@ def safe_extract(archive: Path, target: Path, *, members: Collection[str] | None
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".extracting",
                                 dir=target.parent))
     try:
+        bounds = (max_bytes, max_ratio, ratio_floor)
         if kind == "tar":
             with tarfile.open(archive, "r:*") as tf:
                 _extract_all(_tar_members(tf, archive), tmp, archive, members,
-                             tf.extractfile)
+                             tf.extractfile, bounds)
         else:
             with zipfile.ZipFile(archive) as zf:
                 _extract_all(_zip_members(zf, archive), tmp, archive, members,
-                             zf.open)
+                             zf.open, bounds)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -132,9 +168,27 @@ def safe_extract(archive: Path, target: Path, *, members: Collection[str] | None
     return target
 
 
+def _size(member: _Member) -> int:
+    handle = member.handle
+    return int(handle.size if isinstance(handle, tarfile.TarInfo) else handle.file_size)
+
+
+def _copy_bounded(src: IO[bytes], out: IO[bytes], limit: int, archive: Path,
+                  name: str) -> None:
+    """Copy at most ``limit`` bytes (the member's stated size); refuse a member that has more."""
+    written = 0
+    while block := src.read(_CHUNK):
+        written += len(block)
+        if written > limit:
+            raise ArchiveTooLargeError(f"{archive}: member {name!r} holds more than the "
+                                       f"{limit} bytes it states; refused")
+        out.write(block)
+
+
 def _extract_all(entries: list[_Member], root: Path, archive: Path,
                  wanted: Collection[str] | None,
-                 open_member: Callable[[Any], IO[bytes] | None]) -> None:
+                 open_member: Callable[[Any], IO[bytes] | None],
+                 bounds: tuple[int, float, int]) -> None:
     selected = entries
     if wanted is not None:
         want = {str(_safe_member_path(w, archive)) for w in wanted}
@@ -142,6 +196,7 @@ def _extract_all(entries: list[_Member], root: Path, archive: Path,
         missing = want - {str(m.rel) for m in selected}
         if missing:
             raise FileNotFoundError(f"{archive}: no member(s) {sorted(missing)}")
+    _check_bounds([_size(m) for m in selected if not m.is_dir], archive, *bounds)
     root_resolved = root.resolve()
     os.chmod(root, 0o755)
     for m in selected:
@@ -156,5 +211,5 @@ def _extract_all(entries: list[_Member], root: Path, archive: Path,
         if src is None:
             raise UnsafeArchiveError(f"{archive}: member {str(m.rel)!r} has no data")
         with src, dest.open("wb") as out:
-            shutil.copyfileobj(src, out, _CHUNK)
+            _copy_bounded(src, out, _size(m), archive, str(m.rel))
         os.chmod(dest, 0o644)

@@ -10,6 +10,7 @@ import http.client
 import logging
 import os
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -24,7 +25,9 @@ from pflrepro.data.download.remote import (
     ChecksumError,
     DamagedArchiveError,
     DownloadError,
+    Limits,
     RemoteFile,
+    TooSlowError,
     _Incomplete,
 )
 from pflrepro.store.targets import check_output_target
@@ -65,12 +68,41 @@ def _http_url(mirror: str, name: str) -> str:
     return mirror.rstrip("/") + "/" + quote(name)
 
 
+#: The limits every fetch applies unless given its own (``pflrepro prepare`` sets them
+#: from its options, the config's ``data: download:``).
+LIMITS = Limits()
+
+
+def set_limits(limits: Limits) -> None:
+    """Make ``limits`` the default of every later :func:`fetch` in this process."""
+    global LIMITS  # noqa: PLW0603 (one process prepares one data set)
+    LIMITS = limits
+
+
+def _check_pace(url: str, received: int, started: float, limits: Limits) -> None:
+    """Raise :class:`TooSlowError` past the deadline or below the minimum rate."""
+    elapsed = time.monotonic() - started
+    how = ("raise data: download: deadline_s / min_rate in the config, or pflrepro prepare "
+           "--deadline / --min-rate")
+    if elapsed > limits.deadline_s:
+        raise TooSlowError(f"{url}: gave up after {elapsed:.0f} s, the deadline, with "
+                           f"{received} bytes received ({how})")
+    if elapsed > limits.grace_s and received < limits.min_rate * elapsed:
+        raise TooSlowError(f"{url}: {received} bytes in {elapsed:.0f} s, below the minimum "
+                           f"rate of {limits.min_rate:g} bytes/s ({how})")
+
+
 def _write_body(resp: http.client.HTTPResponse | BinaryIO, fh: BinaryIO,
-                expected: int | None, url: str) -> None:
+                expected: int | None, url: str, started: float = 0.0,
+                limits: Limits | None = None) -> None:
     written = 0
+    limits = Limits() if limits is None else limits
+    started = started or time.monotonic()
     try:
         while True:
-            block = resp.read(_CHUNK)
+            _check_pace(url, written, started, limits)
+            # read1: whatever arrived (up to a chunk), so that a trickle is measured
+            block = (resp.read1(_CHUNK) if hasattr(resp, "read1") else resp.read(_CHUNK))
             if not block:
                 break
             fh.write(block)
@@ -82,7 +114,8 @@ def _write_body(resp: http.client.HTTPResponse | BinaryIO, fh: BinaryIO,
         raise _Incomplete(f"{url}: connection closed after {written} of {expected} bytes")
 
 
-def _http_download(url: str, part: Path, timeout: float) -> bool:
+def _http_download(url: str, part: Path, timeout: float, started: float = 0.0,
+                   limits: Limits | None = None) -> bool:
     """Download ``url`` into ``part``, resuming an existing ``part``; return whether resumed."""
     start = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"}
@@ -106,18 +139,18 @@ def _http_download(url: str, part: Path, timeout: float) -> bool:
             else:  # a range we did not ask for: start over with a plain request
                 resp.close()
                 part.unlink()
-                return _http_download(url, part, timeout)
+                return _http_download(url, part, timeout, started, limits)
         elif start:
             log.info("%s: server ignored the Range request; downloading from the start", url)
         length = resp.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         with part.open(mode) as fh:
-            _write_body(resp, fh, expected, url)
+            _write_body(resp, fh, expected, url, started, limits)
     return resumed
 
 
 def _from_mirror(file: RemoteFile, mirror: str, dest_dir: Path, *, timeout: float,
-                 attempts: int) -> Path:
+                 attempts: int, limits: Limits | None = None) -> Path:
     """Fetch ``file`` from one mirror into ``dest_dir``; raise on any failure."""
     part = dest_dir / f"{file.name}.part"
     final = dest_dir / file.name
@@ -125,12 +158,13 @@ def _from_mirror(file: RemoteFile, mirror: str, dest_dir: Path, *, timeout: floa
         check_output_target(path)
     kind = _mirror_kind(mirror)
     where = mirror
+    started = time.monotonic()  # the limits' clock: every attempt from this mirror
     for attempt in range(1, attempts + 1):
         resumed = False
         if kind == "http":
             where = _http_url(mirror, file.name)
             try:
-                resumed = _http_download(where, part, timeout)
+                resumed = _http_download(where, part, timeout, started, limits)
             except _Incomplete:
                 if attempt == attempts:
                     raise
@@ -159,14 +193,15 @@ def _from_mirror(file: RemoteFile, mirror: str, dest_dir: Path, *, timeout: floa
 
 
 def fetch(file: RemoteFile, mirrors: Sequence[str], dest_dir: Path, *, timeout: float = 60.0,
-          attempts: int = 3) -> Path:
+          attempts: int = 3, limits: Limits | None = None) -> Path:
     """Bring ``file`` into ``dest_dir`` from the first mirror that yields a verified copy.
 
     Returns the path of the verified file ``dest_dir / file.name``. If that file is
     already present and verifies, no mirror is contacted. ``timeout`` bounds each
-    network operation (seconds); ``attempts`` is how often one HTTP mirror is retried
-    (resuming) after an interrupted transfer. Raises :class:`DownloadError` listing
-    every mirror's failure when none succeeds.
+    network operation (seconds); ``limits`` (default: :data:`LIMITS`, which ``pflrepro
+    prepare`` sets) bound each mirror's transfer as a whole; ``attempts`` is how often
+    one HTTP mirror is retried (resuming) after an interrupted transfer. Raises
+    :class:`DownloadError` listing every mirror's failure when none succeeds.
     """
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -188,7 +223,8 @@ def fetch(file: RemoteFile, mirrors: Sequence[str], dest_dir: Path, *, timeout: 
     failures: list[tuple[str, str]] = []
     for mirror in mirrors:
         try:
-            return _from_mirror(file, mirror, dest_dir, timeout=timeout, attempts=attempts)
+            return _from_mirror(file, mirror, dest_dir, timeout=timeout, attempts=attempts,
+                                limits=limits if limits is not None else LIMITS)
         except (OSError, http.client.HTTPException, DownloadError, ValueError) as exc:
             reason = _describe(exc)
             log.warning("%s: mirror %s failed: %s", file.name, mirror, reason)

@@ -45,6 +45,30 @@ class RemoteFile:
         return self.sha256 is None and self.content_sha256 is None
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How long one file's transfer may take: an overall deadline and a minimum rate.
+
+    A server that trickles bytes keeps every read inside the socket timeout; these
+    bound the transfer as a whole. The rate is judged over the transfer so far, once
+    ``grace_s`` seconds have passed (a slow start is no stall). Set them in the config's
+    ``data: download:`` (``pflrepro prepare --deadline --min-rate``).
+    """
+
+    #: Seconds one file may take from one mirror, its retries and resumes included (6 h).
+    deadline_s: float = 6 * 3600.0
+    #: Bytes per second below which a transfer is given up (1 KiB/s).
+    min_rate: float = 1024.0
+    #: Seconds before the rate is judged.
+    grace_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for label, value in (("deadline", self.deadline_s), ("minimum rate", self.min_rate),
+                             ("grace", self.grace_s)):
+            if not value >= 0 or value == float("inf"):
+                raise ValueError(f"download {label} must be a finite number >= 0, got {value}")
+
+
 class DownloadError(RuntimeError):
     """A file could not be fetched from any mirror (or one mirror failed)."""
 
@@ -70,6 +94,10 @@ class DamagedArchiveError(DownloadError):
 
 class UnsafeArchiveError(ValueError):
     """An archive member would escape the extraction target or is not a plain file/dir."""
+
+
+class TooSlowError(DownloadError):
+    """A transfer that passed its deadline or fell below the minimum rate (not retried)."""
 
 
 class _Incomplete(DownloadError):

@@ -201,8 +201,14 @@ def public_exclude_arg(source: str, dataset: str, partition: str) -> str:
 
 
 def mirror_args(cfg: WorkflowConfig, dataset: str) -> str:
-    """``--mirror URL`` and ``--checksum FILE=SHA256`` arguments of a data set (quoted)."""
+    """``--mirror URL``, ``--checksum FILE=SHA256`` and the download limits of a data set.
+
+    Quoted; the limits (``--deadline``, ``--min-rate``) only where ``data: download:``
+    sets them.
+    """
     words = [w for m in cfg.mirrors.get(dataset, ()) for w in ("--mirror", m)]
+    flags = {"deadline_s": "--deadline", "min_rate": "--min-rate"}
+    words += [w for key, value in sorted(cfg.download.items()) for w in (flags[key], f"{value:g}")]
     return shlex.join(words + checksum_args(cfg.checksums.get(dataset, {})))
 
 
