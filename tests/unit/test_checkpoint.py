@@ -15,7 +15,13 @@ from _fl_helpers import make_data, make_engine
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.store import results as R
-from pflrepro.store.checkpoint import MAGIC, TRAILER, Checkpointer, Interrupted
+from pflrepro.store.checkpoint import (
+    MAGIC,
+    TRAILER,
+    Checkpointer,
+    CorruptCheckpoint,
+    Interrupted,
+)
 from pflrepro.store.results import MetricLog
 
 ROUNDS = 5
@@ -117,7 +123,7 @@ def _unsafe_payload(path: Path) -> None:  # verifies, but weights_only refuses i
 def test_unusable_checkpoint_is_set_aside_and_run_restarts(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, damage, why: str) -> None:
     reference = _frame(_run("fedavg", None))
-    ckpt = Checkpointer(tmp_path / "run.ckpt", fingerprint="spec-a", every=100)
+    ckpt = Checkpointer(tmp_path / "results" / "run.ckpt", fingerprint="spec-a", every=100)
     with pytest.raises(Interrupted):
         _run("fedavg", ckpt, stop_after=2)
     damage(ckpt.path)
@@ -125,7 +131,7 @@ def test_unusable_checkpoint_is_set_aside_and_run_restarts(
     with caplog.at_level(logging.WARNING, logger="pflrepro.store.checkpoint"):
         restarted = _frame(_run("fedavg", ckpt))
     assert restarted.equals(reference)  # from round 0: as if never interrupted
-    aside = tmp_path / "run.ckpt.corrupt-1"
+    aside = tmp_path / "results" / "run.ckpt.corrupt-1"
     assert aside.read_bytes() == damaged  # kept for inspection, out of the way
     assert not ckpt.path.exists()  # no checkpoint due before the final round
     message = " ".join(r.getMessage() for r in caplog.records)
@@ -136,11 +142,11 @@ def test_unusable_checkpoint_is_set_aside_and_run_restarts(
         _run("fedavg", ckpt, stop_after=2)
     _truncate(ckpt.path)
     assert _frame(_run("fedavg", ckpt)).equals(reference)
-    assert (tmp_path / "run.ckpt.corrupt-2").exists() and aside.exists()
+    assert (tmp_path / "results" / "run.ckpt.corrupt-2").exists() and aside.exists()
 
 
 def test_digest_checked_before_torch_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ckpt = Checkpointer(tmp_path / "run.ckpt", fingerprint="spec-a", every=100)
+    ckpt = Checkpointer(tmp_path / "results" / "run.ckpt", fingerprint="spec-a", every=100)
     with pytest.raises(Interrupted):
         _run("fedavg", ckpt, stop_after=1)
     _flip_16(ckpt.path)
@@ -148,3 +154,15 @@ def test_digest_checked_before_torch_load(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(torch, "load", lambda *a, **k: calls.append(1))
     assert ckpt.load(torch.device("cpu")) is None
     assert calls == []  # torch.load never saw the unverified bytes
+
+
+
+def test_an_unusable_checkpoint_outside_results_is_never_moved(tmp_path: Path) -> None:
+    # `pflrepro train --checkpoint notes.txt` renamed the user's file to .corrupt-1
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    ckpt = Checkpointer(notes, fingerprint="spec-a", every=100)
+    with pytest.raises(CorruptCheckpoint, match="outside a results folder, so nothing was "
+                                                "changed"):
+        ckpt.load(torch.device("cpu"))
+    assert notes.read_text() == "my notes\n" and list(tmp_path.iterdir()) == [notes]

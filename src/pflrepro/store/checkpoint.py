@@ -17,7 +17,9 @@ A checkpoint that does not verify (no trailer: truncated, or written before
 checkpoints carried digests; a wrong digest; a payload ``weights_only`` refuses or
 that lacks the expected fields) would otherwise fail every rerun the same way. It is
 set aside as ``<checkpoint>.corrupt-<n>``, a warning names it and why, and the run
-starts again from round 0, which gives the same results as an uninterrupted run.
+starts again from round 0, which gives the same results as an uninterrupted run. Only
+inside a ``results`` folder: a file elsewhere is the user's, and the run stops, naming
+it, with nothing moved.
 A checkpoint whose fingerprint differs from the run's (its spec changed since) is
 ignored and replaced.
 """
@@ -105,6 +107,11 @@ def verified_payload(path: Path) -> bytes:
     return payload
 
 
+def _in_results(path: Path) -> bool:
+    """Whether ``path`` lies in a ``results`` folder (the workflow's, which it may tidy)."""
+    return "results" in Path(path).resolve().parent.parts
+
+
 @dataclass(frozen=True)
 class Checkpointer:
     """Saves every ``every`` rounds to ``path``; ``fingerprint`` identifies the run."""
@@ -156,6 +163,11 @@ class Checkpointer:
         except (KeyError, TypeError, ValueError) as exc:  # CorruptCheckpoint is a ValueError
             why = str(exc) if isinstance(exc, CorruptCheckpoint) else (
                 f"its payload is malformed ({type(exc).__name__}: {exc})")
+            if not _in_results(self.path):  # a file of the user's: never moved nor replaced
+                raise CorruptCheckpoint(
+                    f"{self.path} is no usable checkpoint ({why}); it lies outside a results "
+                    "folder, so nothing was changed: name another --checkpoint file, or "
+                    "delete this one") from None
             aside = set_aside(self.path)
             log.warning("checkpoint %s is unusable: %s. Moved it to %s; starting the run "
                         "again from round 0", self.path, why, aside)
