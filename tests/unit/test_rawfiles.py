@@ -111,3 +111,18 @@ def test_a_decompression_bomb_is_refused_before_extraction(tmp_path: Path) -> No
     assert not (tmp_path / "out").exists()
     assert list(tmp_path.glob(".out.*")) == []  # nothing written is left
     assert (safe_extract(bomb, tmp_path / "out") / "zeros.bin").stat().st_size == 4 << 20
+
+
+def test_a_garbled_first_use_record_is_named(tmp_path: Path) -> None:
+    # a non-UTF-8 record gave a decode error naming no file, on every run
+    mirror, raw = tmp_path / "mirror", tmp_path / "raw"
+    mirror.mkdir()
+    _tar_gz(mirror / "data.tar.gz", {"a.txt": b"a"})
+    file = RemoteFile("data.tar.gz", sha256=None)
+    fetch_all([file], [str(mirror)], raw)
+    record = raw / "data.tar.gz.sha256"
+    record.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(Exception, match=f"{record} is not a first-use record .not UTF-8 "
+                                        f"text.; delete {record}") as info:
+        fetch_all([file], [str(mirror)], raw)
+    assert "garbage" not in str(info.value)

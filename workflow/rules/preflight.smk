@@ -28,6 +28,9 @@
 # 5. A lock on this directory (.snakemake/locks): say whether a Snakemake still runs
 #    here (wait) or none does (then --unlock is safe), before Snakemake's own message,
 #    which advises --unlock either way (pflrepro.store.locks). Only the main process says it.
+# 6. Snakemake's records of outputs (.snakemake/metadata) that are no JSON are moved to
+#    .snakemake/metadata-damaged/, named here; Snakemake would fail every run on them
+#    with a traceback naming no file (pflrepro.store.damage). Main process only.
 
 import os
 import sys
@@ -76,3 +79,10 @@ from pflrepro.store.locks import lock_note
 
 if getattr(workflow, "is_main_process", True) and (_note := lock_note(os.getcwd())):
     print(_note, file=sys.stderr)
+
+from pflrepro.store.damage import set_aside_unreadable_records
+
+if getattr(workflow, "is_main_process", True):
+    for _record in set_aside_unreadable_records(os.getcwd()):
+        print(f"pflrepro: a record of Snakemake's in .snakemake/metadata was no JSON (damaged); "
+              f"moved to {_record}: its output is judged by dates alone", file=sys.stderr)

@@ -27,6 +27,7 @@ from pflrepro.data.download import (
     tofu_record,
     verify_file,
 )
+from pflrepro.data.download.checks import recorded_sha256
 from pflrepro.data.formats import read_idx_pair
 from pflrepro.data.store import DatasetMeta, write_dataset
 from pflrepro.store.io import atomic_path, set_aside, sha256_file
@@ -104,7 +105,7 @@ def obtain_placed(dataset: str, file: RemoteFile, mirrors: Sequence[str], raw_di
                 f"copy of the archive.\n{howto}") from exc
         except ChecksumError as exc:
             if file.trust_on_first_use and record.exists():
-                recorded = record.read_text(encoding="utf-8").split()[0]
+                recorded = recorded_sha256(record)
                 raise ArchiveMissingError(
                     f"{dataset}: {path} is not the archive first used here ({exc.actual}; "
                     f"{record} records sha256 {recorded}). If {path.name} is the archive to "

@@ -100,3 +100,48 @@ def forget_snakemake_record(path: str | os.PathLike[str]) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+#: Where :func:`set_aside_unreadable_records` moves Snakemake records it cannot read.
+DAMAGED_RECORDS = Path(".snakemake") / "metadata-damaged"
+
+
+def set_aside_unreadable_records(workdir: str | os.PathLike[str] = ".") -> list[Path]:
+    """Move Snakemake's per-output records that are no JSON object out of its way.
+
+    Snakemake reads ``.snakemake/metadata/<name>`` as JSON when it plans a job; bytes
+    that are not (a disk error, a copy gone wrong) fail every later run with a
+    traceback that names no file. Such a record is moved to
+    ``.snakemake/metadata-damaged/`` (kept, not deleted); Snakemake then treats its
+    output as one without a record (judged by dates). Returns where each one went.
+    """
+    import json
+
+    root = Path(workdir)
+    metadata = root / ".snakemake" / "metadata"
+    moved = []
+    for folder, _, names in os.walk(metadata):
+        for name in names:
+            path = Path(folder) / name
+            try:
+                if path.is_symlink() or not path.is_file():
+                    raise ValueError("not a regular file")
+                if not isinstance(json.loads(path.read_bytes().decode("utf-8")), dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError):
+                target = root / DAMAGED_RECORDS / path.relative_to(metadata)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                moved.append(set_aside_to(path, target))
+            except OSError:
+                continue  # unreadable for permissions: Snakemake says so itself
+    return moved
+
+
+def set_aside_to(path: Path, target: Path) -> Path:
+    """Rename ``path`` to ``target``, or to the first free ``<target>.<n>``; return it."""
+    n, free = 0, target
+    while os.path.lexists(free):
+        n += 1
+        free = target.with_name(f"{target.name}.{n}")
+    path.rename(free)
+    return free

@@ -50,6 +50,27 @@ def _tofu_record(dest_dir: Path, name: str) -> Path:
     return dest_dir / f"{name}.sha256"
 
 
+def recorded_sha256(record: Path) -> str:
+    """The SHA-256 a first-use record holds; a one-line error naming it when it holds none.
+
+    The record is read only when it is a regular file; its text is never quoted.
+    """
+    fix = (f"delete {record} (and the archive beside it, unless you trust it) and rerun: "
+           "the archive is then fetched or checked anew")
+    if not record.is_file() or record.is_symlink():
+        raise DamagedArchiveError(f"{record} is not a first-use record (not a regular "
+                                  f"file); {fix}")
+    try:
+        fields = record.read_bytes().decode("utf-8").split()
+    except UnicodeDecodeError:
+        raise DamagedArchiveError(f"{record} is not a first-use record (not UTF-8 "
+                                  f"text); {fix}") from None
+    digest = fields[0].lower() if fields else ""
+    if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+        raise DamagedArchiveError(f"{record} does not hold a SHA-256; {fix}")
+    return digest
+
+
 def tofu_record(dest_dir: Path, file: RemoteFile) -> Path:
     """Where the hash of a trust-on-first-use ``file`` is recorded: ``<name>.sha256``."""
     return _tofu_record(Path(dest_dir), file.name)
@@ -150,7 +171,7 @@ def check_file(path: Path, file: RemoteFile, record_dir: Path | None = None
         record = _tofu_record(record_dir, file.name)
         if not record.exists():
             return True, "(trust on first use)", f"sha256 {actual}"
-        recorded = record.read_text(encoding="utf-8").split()[0].strip()
+        recorded = recorded_sha256(record)
         ok = actual == recorded
     else:
         ok = file.sha256 is not None and actual == file.sha256
