@@ -104,3 +104,26 @@ def test_every_workflow_job_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None
     assert main(["list", "datasets"]) == 0 and calls == []
     assert main(["--require-source", src, "list", "datasets"]) == 0 and calls == [True]
     assert main(["--exit-with-parent", "list", "datasets"]) == 0 and calls == [True, True]
+
+
+def test_a_job_starting_after_its_snakemake_died_stops_at_once(tmp_path: Path) -> None:
+    # the campaign's leftover: a job that started at about the moment of the kill found
+    # its shell already orphaned, watched init, and lived on
+    ready = tmp_path / "ready"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    inner = f"sleep 0.5; {sys.executable} {script} {ready}; true"
+    outer = subprocess.Popen(["bash", "-c", f"bash -c '{inner}' & exit 0"],
+                             start_new_session=True)
+    outer.wait()  # the "Snakemake" is gone before the job starts
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not ready.exists():  # it stopped before it could say it started: what is wanted
+        return
+    child = int(ready.read_text())
+    try:
+        assert _wait_gone(child), "a job whose Snakemake had died lived on"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)

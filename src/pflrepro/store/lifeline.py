@@ -11,8 +11,11 @@ the parent's own parent changes (the shell was orphaned: Snakemake died; a shell
 not end when its parent does). ``SIGTERM`` is what a scheduler sends: a training job
 saves its checkpoint and exits 143, so the next run resumes. The CLI calls it for
 ``--exit-with-parent`` and for ``--require-source``, which every rule passes, so no
-rule's command changes (Snakemake reruns a job whose command text changed). Elsewhere
-than Linux it does nothing and says so.
+rule's command changes (Snakemake reruns a job whose command text changed); it is
+called as the interpreter starts (``python -m pflrepro``), before the command's imports,
+so that the window in which a dying Snakemake goes unnoticed is as short as it can be,
+and a job whose shell is already orphaned when it starts stops at once. Elsewhere than
+Linux it does nothing and says so.
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def parent_of(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2:].split()[1])
 
 
+def _init_is_snakemake() -> bool:
+    """Whether process 1 is a Snakemake (a container started with it as its command)."""
+    try:
+        return b"snakemake" in Path("/proc/1/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def exit_with_parent(interval_s: float = WATCH_INTERVAL_S) -> bool:
     """Make this process get ``SIGTERM`` when its parent, or its parent's parent, dies.
 
@@ -66,6 +77,12 @@ def exit_with_parent(interval_s: float = WATCH_INTERVAL_S) -> bool:
     grandparent = parent_of(parent)
     if grandparent is None:
         return True
+    if 1 in (parent, grandparent) and not _init_is_snakemake():
+        # the job's shell was orphaned before this process got here: its Snakemake
+        # ended while the job was starting (the watcher below would compare against
+        # init and never fire)
+        log.warning("the job's Snakemake ended before the job started: stopping (SIGTERM)")
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def watch() -> None:
         stop = threading.Event()
