@@ -170,6 +170,26 @@ def test_base_60_numbers_name_file_and_line(tmp_path: Path, value: str, reads: s
         check_config_files([path])
 
 
+@pytest.mark.parametrize("value, reads, decimal", [("010", 8, "10"), ("-07", -7, "-7"),
+                                                   ("0_10", 8, "10")])
+def test_leading_zero_integers_name_file_and_line(tmp_path: Path, value: str, reads: int,
+                                                  decimal: str) -> None:
+    # YAML 1.1 reads an unquoted 010 as the octal 8: `rounds: 010` trained 8 rounds
+    path = tmp_path / "my.yaml"
+    path.write_text(f"training:\n  rounds: {value}\n")
+    assert yaml.safe_load(path.read_text())["training"]["rounds"] == reads
+    message = (rf"^{re.escape(str(path))}:2:11: '{value}' has a leading zero, which YAML "
+               rf"1.1 reads as the octal number {reads}; write {decimal} ")
+    with pytest.raises(ConfigError, match=message):
+        load_config_file(path)
+
+
+def test_zero_and_decimals_are_no_octal(tmp_path: Path) -> None:
+    path = tmp_path / "my.yaml"
+    path.write_text("a: 0\nb: 0.5\nc: 100\nd: '010'\ne: 0x10\n")
+    assert load_config_file(path) == {"a": 0, "b": 0.5, "c": 100, "d": "010", "e": 16}
+
+
 def test_quoted_or_plain_numbers_are_not_base_60(tmp_path: Path) -> None:
     path = tmp_path / "my.yaml"
     path.write_text("a: '1:30'\nb: 130\nc: 1.5\nd: '12:00'\ne: 10:00 am\n")

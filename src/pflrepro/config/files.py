@@ -56,6 +56,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             raise ConfigError(
                 f"{mark.name}:{mark.line + 1}:{mark.column + 1}: {node.value!r} has a "
                 f"leading zero, which YAML 1.1 reads as the octal number {value}; write "
+                f"{'-' if str(node.value).startswith('-') else ''}"
                 f"{str(node.value).lstrip('+-0_') or '0'} for the decimal number")
         return value  # type: ignore[no-any-return]
 
