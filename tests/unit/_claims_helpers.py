@@ -30,7 +30,7 @@ def make_run(method: str, accuracies: Mapping[int, Sequence[float]], *,
     """One run table: ``accuracies[round][client]``, ``weights[round]`` a client x peer matrix,
     ``matrices[metric][round]`` another recorded matrix (e.g. FedMix's ``expert_posterior``),
     ``per_client[metric][round]`` per-client values (e.g. ``cluster`` ids, traffic)."""
-    n_test = n_test if n_test is not None else [10] * len(groups)
+    n_test = n_test if n_test is not None else [1000] * len(groups)
     log = MetricLog()
     log.add_per_client(0, N_TEST, n_test)
     log.add_per_client(0, N_TRAIN, [4 * n for n in n_test])
@@ -64,14 +64,32 @@ def final_run(method: str, final: float, **kw: Any) -> pd.DataFrame:
     return make_run(method, {0: [0.1] * n, 10: [final] * n}, **kw)
 
 
+#: The ``ties`` of a claims file (config/claims.yaml states the shipped ones).
+TIES: dict[str, Any] = {
+    "pp": {"value": "one test row", "reason": "the resolution of an accuracy"},
+    "weight": {"value": 0.001, "reason": "a tenth of a percent of a client's weight"},
+    "models": {"value": 1, "reason": "one model"},
+    "components": {"value": 1, "reason": "one component"},
+    "clusters": {"value": 1, "reason": "one cluster"},
+    "ratio": {"value": 0.001, "reason": "a tenth of a percent of the traffic"},
+}
+
+
+def doc(*claims: Mapping[str, Any]) -> dict[str, Any]:
+    """A claims document: ``claims`` and the ``ties`` above."""
+    return {"claims": [dict(c) for c in claims], "ties": TIES}
+
+
 def claims_of(*checks: Mapping[str, Any], experiments: Sequence[str] = ("exp",),
-              scope: str = "each", cpu: Sequence[str] = ()) -> list:
-    """Claims c0, c1, ... of the given checks, at the paper scale on ``experiments``."""
-    return parse_claims({"claims": [
+              scope: str = "each", cpu: Sequence[str] = (),
+              extra: Mapping[str, Any] | None = None) -> list:
+    """Claims c0, c1, ... of the given checks, at the paper scale on ``experiments``;
+    ``extra``: more keys of every claim (e.g. ``by_design``)."""
+    return parse_claims(doc(*(
         {"id": f"c{k}", "paper": "FedeRiCo", "where": "Table 1", "claim": f"claim {k}",
          "experiments": {"paper": list(experiments), "cpu": list(cpu)}, "scope": scope,
-         "check": dict(check)}
-        for k, check in enumerate(checks)]})
+         "check": dict(check), **dict(extra or {})}
+        for k, check in enumerate(checks))))
 
 
 def design_from(agg: pd.DataFrame | None, experiments: Sequence[str] = ()) -> dict[str, Design]:
@@ -129,3 +147,22 @@ def table1() -> pd.DataFrame:
         final_run("local", 0.85), final_run("local", 0.82, **g4),
         final_run("fedavg", 0.60), final_run("fedavg", 0.70, **g4),
     ], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- every check type
+def weight_run(method: str, final: Any, groups: Sequence[int], **kw: Any) -> pd.DataFrame:
+    """A run whose final (round 2) weight matrix is ``final`` (uniform at rounds 0, 1)."""
+    n = len(groups)
+    start = np.full((n, np.asarray(final).shape[1]), 1 / np.asarray(final).shape[1])
+    return make_run(method, {0: [0.1] * n, 2: [0.5] * n}, groups=groups,
+                    weights={0: start, 1: start, 2: final}, **kw)
+
+
+def traffic(method: str, per_client: float, **kw: Any) -> pd.DataFrame:
+    """A run of two clients that each send and receive ``per_client`` scalars in rounds 0
+    and 1: its total is 2 rounds x 2 clients x 2 directions x ``per_client``."""
+    from pflrepro.store.results import COMM_DOWN, COMM_UP
+
+    per_round = {0: [per_client] * 2, 1: [per_client] * 2}
+    return make_run(method, {0: [0.1, 0.1], 10: [0.8, 0.8]},
+                    per_client={COMM_UP: per_round, COMM_DOWN: per_round}, **kw)

@@ -19,6 +19,7 @@ from _claims_helpers import (
     claims_of,
     copies,
     design_from,
+    doc,
     evaluate,
     final_run,
     make_run,
@@ -222,9 +223,9 @@ def test_communication_ratio_by_hand() -> None:
     assert frame["unit"].iloc[0] == "ratio"
     assert "p2: fedfomo 360 / perfedckt 12 = 30x" in frame["numbers"].iloc[0]
     assert one(evaluate(agg, {**check, "factor": 40})) == ("fails", pytest.approx(30 - 40))
-    # equal to the factor: holds with >=, fails with > (strict)
+    # equal to the factor: holds with >=; with > (strict) a tie, neither shown nor refuted
     assert one(evaluate(agg, {**check, "factor": 30}))[0] == "holds"
-    assert one(evaluate(agg, {**check, "factor": 30, "op": ">"}))[0] == "fails"
+    assert one(evaluate(agg, {**check, "factor": 30, "op": ">"}))[0] == "undecidable"
     # "fewer than every other": the worst baseline decides, fedavg 80 / 12 - 1
     every = {**check, "baselines": ["fedfomo", "fedavg"], "factor": 1, "op": ">"}
     assert one(evaluate(agg, every)) == ("holds", pytest.approx(80 / 12 - 1))
@@ -413,7 +414,9 @@ def test_weight_mass_identity_weights_fail() -> None:
 def test_group_contrast_by_hand() -> None:
     # within (i != j, same distribution): w01 0.3, w10 0.2, w23 0.3, w32 0.4 -> 0.3
     # across: 0.1 0.1 0.2 0.0 0.0 0.0 0.1 0.1 -> 0.6 / 8 = 0.075; ratio 4
-    contrast = {"type": "group_contrast", "method": "federico", "min_ratio": 2}
+    # gap 0.3 - 0.075 = 0.225, above the floor 0.02 (0.225 - 0.02 = 0.205 > 0.15)
+    contrast = {"type": "group_contrast", "method": "federico", "min_ratio": 2,
+                "min_gap": 0.02}
     frame = evaluate(weights_run(), contrast)
     assert one(frame) == ("holds", pytest.approx(0.3 - 2 * 0.075))
     assert "within 0.3 vs across 0.075, ratio 4" in frame["numbers"].iloc[0]
@@ -427,17 +430,19 @@ def test_group_contrast_by_hand() -> None:
 
 def test_group_contrast_needs_its_ratio() -> None:
     # within 0.2675, across 0.25: ratio 1.07, no visible preference. The old check
-    # (within > across) held by +0.0175; with min_ratio 2 it fails by 0.2675 - 0.5
+    # (within > across) held by +0.0175; with min_ratio 2 it fails by 0.2675 - 0.5 (the
+    # gap's margin, 0.0175 - 0.02, is the smaller miss)
     near = np.full((4, 4), 0.25)
     near[0, 1] = near[1, 0] = near[2, 3] = near[3, 2] = 0.2675
     frame = evaluate(weights_run(final=near), {"type": "group_contrast", "method": "federico",
-                                               "min_ratio": 2})
+                                               "min_ratio": 2, "min_gap": 0.02})
     assert one(frame) == ("fails", pytest.approx(0.2675 - 0.5))
     assert "ratio 1.07" in frame["numbers"].iloc[0]
     with pytest.raises(ClaimsError, match=r"missing key\(s\) \['min_ratio'\]"):
-        claims_of({"type": "group_contrast", "method": "federico"})
+        claims_of({"type": "group_contrast", "method": "federico", "min_gap": 0.02})
     with pytest.raises(ClaimsError, match="outside"):
-        claims_of({"type": "group_contrast", "method": "federico", "min_ratio": 1})
+        claims_of({"type": "group_contrast", "method": "federico", "min_ratio": 1,
+                   "min_gap": 0.02})
 
 
 def test_weight_compare_peak_and_variation() -> None:
@@ -482,11 +487,11 @@ def test_components_used_and_distribution_filter() -> None:
     ], ignore_index=True)
     check = {"type": "components_used", "method": "fedem", "distributions": [4]}
     frame = evaluate(agg, check)
-    assert one(frame) == ("holds", pytest.approx(4 - 2))  # 2 components used of 4
+    assert one(frame) == ("holds", pytest.approx(4 - 2 - 1))  # 2 components used of 4
     assert frame["unit"].iloc[0] == "components"
-    # without the filter p2 counts too: 4 components used for 2 distributions -> -2
+    # without the filter p2 counts too: 4 components used for 2 distributions -> -3
     assert one(evaluate(agg, {"type": "components_used", "method": "fedem"})) == (
-        "fails", pytest.approx(-2.0))
+        "fails", pytest.approx(-3.0))
     # a filter no column matches: undecidable (every column ran; none has 5)
     frame = evaluate(agg, {**check, "distributions": [5]})
     assert one(frame)[0] == "undecidable" and "no column with 5 distributions" in \
@@ -495,11 +500,11 @@ def test_components_used_and_distribution_filter() -> None:
 
 # --------------------------------------------------------------------------- rows, writing, CLI
 def test_rows_without_experiments_and_planned_claims() -> None:
-    claims = parse_claims({"claims": [
+    claims = parse_claims(doc(
         _claim(experiments={"paper": [], "cpu": ["exp"]}),
         _claim(id="later", planned=True, experiments={"paper": ["fedmix_x"], "cpu": []}),
         _claim(id="absent", experiments={"paper": ["not_in_config"], "cpu": []}),
-    ]})
+    ))
     # a claim naming no experiment at the scale (cpu-only "x") is no row there; one
     # naming experiments the config lacks (planned or not) is a missing row
     frame = evaluate_claims(claims, table1(), "paper", design=design_from(table1()))
@@ -521,12 +526,13 @@ def test_rows_without_experiments_and_planned_claims() -> None:
 
 
 def test_float_rounding_ties_count_as_zero() -> None:
-    # equal accuracies that differ by float rounding only: a strict '>' is not met
+    # equal accuracies that differ by float rounding only: a strict '<' is a tie
+    # (undecidable), a non-strict '<=' holds at zero
     a = final_run("federico", 0.9)
     b = final_run("local", 0.9)
     b.loc[b["metric"] == TEST_ACCURACY, "value"] += 1e-10  # 1e-8 points
-    assert one(evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<"})) == (
-        "fails", 0.0)
+    frame = evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<"})
+    assert one(frame) == ("undecidable", 0.0) and "tie" in frame["numbers"].iloc[0]
     assert one(evaluate(pd.concat([a, b], ignore_index=True), {**COMPARE, "op": "<="})) == (
         "holds", 0.0)
 
@@ -600,11 +606,11 @@ def test_communication_across_experiments_by_hand() -> None:
     assert one(frame) == ("holds", pytest.approx(4 / 3 - 1))
     assert frame["unit"].iloc[0] == "ratio"
     assert "p2 12 vs 16 = 1.333x" in frame["numbers"].iloc[0]
-    # the same traffic in both (logits do not depend on the model): ratio 1, strict: fails
+    # the same traffic in both (logits do not depend on the model): ratio 1, strict: a tie
     same = pd.concat([traffic_run("perfedckt", [1, 1], [2, 2], experiment=e)
                       for e in ("het", "hom")], ignore_index=True)
     assert one(evaluate(same, check, experiments=("het", "hom"), scope="together")) == (
-        "fails", 0.0)
+        "undecidable", 0.0)
     # a reference without traffic rows: missing
     bare = pd.concat([agg[agg["experiment"] == "het"],
                       final_run("perfedckt", 0.8, experiment="hom")], ignore_index=True)
@@ -635,8 +641,8 @@ def test_unchecked_claims_are_undecidable_or_planned_missing() -> None:
     frame = evaluate(table1(), check)
     assert one(frame)[0] == "undecidable" and math.isnan(one(frame)[1])
     assert frame["numbers"].iloc[0] == "not checkable: the runs record no per-class gate"
-    claims = parse_claims({"claims": [_claim(id="later", planned=True, check=check,
-                                             experiments={"paper": ["x"], "cpu": []})]})
+    claims = parse_claims(doc(_claim(id="later", planned=True, check=check,
+                                     experiments={"paper": ["x"], "cpu": []})))
     frame = evaluate_claims(claims, table1(), "paper", design=design_from(table1()))
     assert one(frame)[0] == "missing"
     assert frame["numbers"].iloc[0] == ("planned experiment; not checkable: the runs record "

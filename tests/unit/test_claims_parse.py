@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from _claims_helpers import ACROSS, COMPARE, REPO, _claim
+from _claims_helpers import ACROSS, COMPARE, REPO, _claim, doc
 
 import pflrepro.pipeline.workflow as W
 from pflrepro.config import parse
@@ -140,16 +140,16 @@ def test_row_keys_of_the_shipped_file() -> None:
 ])
 def test_loader_rejects_malformed_claims(claim: dict[str, Any], message: str) -> None:
     with pytest.raises(ClaimsError, match=message):
-        parse_claims({"claims": [claim]})
+        parse_claims(doc(claim))
 
 
 def test_loader_rejects_duplicate_ids_and_bad_documents(tmp_path: Path) -> None:
     with pytest.raises(ClaimsError, match="used twice"):
-        parse_claims({"claims": [_claim(), _claim()]})
-    with pytest.raises(ClaimsError, match="one key 'claims'"):
+        parse_claims(doc(_claim(), _claim()))
+    with pytest.raises(ClaimsError, match="the keys 'claims' and 'ties'"):
         parse_claims({"claim": []})
     with pytest.raises(ClaimsError, match="non-empty list"):
-        parse_claims({"claims": []})
+        parse_claims(doc())
     bad = tmp_path / "c.yaml"
     bad.write_text("claims: [")
     with pytest.raises(ClaimsError, match="not valid YAML"):
@@ -164,8 +164,8 @@ def tiny(**experiment: Any) -> dict[str, Any]:
 
 
 def test_claims_targets_inputs_and_scale() -> None:
-    claims = parse_claims({"claims": [
-        _claim(experiments={"paper": ["tiny", "absent"], "cpu": ["tiny_cpu"]})]})
+    claims = parse_claims(doc(
+        _claim(experiments={"paper": ["tiny", "absent"], "cpu": ["tiny_cpu"]})))
     cfg = parse(tiny())
     assert "results/tables/claims.md" in W.all_targets(cfg, claims)
     assert "results/tables/claims.csv" in W.all_targets(cfg, claims)
@@ -176,7 +176,7 @@ def test_claims_targets_inputs_and_scale() -> None:
     with pytest.raises(ValueError, match="unknown claims table"):
         W.claims_scale("claims_gpu")
     # the claims name no experiment of this config: no claims table
-    other = parse_claims({"claims": [_claim()]})
+    other = parse_claims(doc(_claim()))
     assert W.claims_targets(cfg, other) == []
     # CPU scale: the cpu table
     raw = tiny(scale="cpu")

@@ -63,17 +63,22 @@ CLUSTERS = {"type": "clusters_used", "method": "clustered_fl"}
 
 
 def test_clusters_used_by_hand() -> None:
-    # 3 distributions; at the last round 2 clusters (one split): 3 - 2 = 1
+    # 3 distributions; at the last round 2 clusters (one split): fewer by 1, margin
+    # 3 - 2 - 1 = 0 (on whole counts "fewer" is "at most one fewer")
     agg = cluster_run({0: [0] * 6, 5: [0, 0, 1, 1, 1, 1], 10: [0, 0, 0, 1, 1, 1]})
     frame = evaluate(agg, CLUSTERS)
-    assert one(frame) == ("holds", pytest.approx(1.0))
+    assert one(frame) == ("holds", pytest.approx(0.0))
     assert frame["unit"].iloc[0] == "clusters"
     assert "2 clusters at the end for 3 distributions" in frame["numbers"].iloc[0]
-    # no split at all: 3 - 1 = 2
-    assert one(evaluate(cluster_run({10: [0] * 6}), CLUSTERS)) == ("holds", pytest.approx(2.0))
-    # split into the right clusters: 3 - 3 = 0, strict: fails
+    # no split at all: 3 - 1 - 1 = 1
+    assert one(evaluate(cluster_run({10: [0] * 6}), CLUSTERS)) == ("holds", pytest.approx(1.0))
+    # split into the right clusters: as many as distributions, so not fewer: fails by
+    # one (3 - 3 - 1), a whole count, never a tie; more clusters than distributions
+    # fails by more: 3 - 6 - 1 = -4
     right = cluster_run({10: [0, 0, 1, 1, 2, 2]})
-    assert one(evaluate(right, CLUSTERS)) == ("fails", 0.0)
+    assert one(evaluate(right, CLUSTERS)) == ("fails", -1.0)
+    assert one(evaluate(cluster_run({10: [0, 1, 2, 3, 4, 5]}), CLUSTERS)) == (
+        "fails", -4.0)
 
 
 def test_clusters_used_missing_and_undecidable() -> None:

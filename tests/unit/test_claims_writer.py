@@ -9,7 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from _claims_helpers import COMPARE, REPO, _claim, copies, design_from, evaluate, table1
+from _claims_helpers import (
+    COMPARE,
+    REPO,
+    _claim,
+    copies,
+    design_from,
+    doc,
+    evaluate,
+    table1,
+)
 
 from pflrepro.cli import main
 from pflrepro.reporting.claims.parse import (
@@ -38,9 +47,9 @@ def test_write_claims_markdown_and_csv(tmp_path: Path) -> None:
     lines = md.splitlines()
     assert lines[2] == "## Summary"
     assert ("| paper | rows | holds | fails | inconclusive | undecidable | incomplete "
-            "| missing |") in md
-    assert "| FedeRiCo | 3 | 1 | 1 | 0 | 0 | 0 | 1 |" in md
-    assert "| **all** | 3 | 1 | 1 | 0 | 0 | 0 | 1 |" in md
+            "| missing | by design | selection |") in md
+    assert "| FedeRiCo | 3 | 1 | 1 | 0 | 0 | 0 | 1 | 0 | 0 |" in md
+    assert "| **all** | 3 | 1 | 1 | 0 | 0 | 0 | 1 | 0 | 0 |" in md
     assert "Failing rows (1)" in md
     assert "| c0 | FedeRiCo | exp | -2.00 pp | [-2.00, -2.00] | claim 0 |" in md
     assert md.index("## Summary") < md.index("Failing rows") < md.index("## Every claim")
@@ -56,12 +65,13 @@ def test_cli_claims(tmp_path: Path) -> None:
 
     write_parquet(copies(table1()), agg)  # with its digest record (issue 27, item 3)
     claims = tmp_path / "claims.yaml"
-    claims.write_text(yaml.safe_dump({"claims": [
+    claims.write_text(yaml.safe_dump(doc(
         _claim(check={**COMPARE, "a": "fedavg", "op": "<"}),
-        _claim(id="y", experiments={"paper": ["nope"], "cpu": []})]}))
+        _claim(id="y", experiments={"paper": ["nope"], "cpu": []}))))
     labels = json.dumps({"partitions": {"p2": "2 distributions"}, "experiments": {}})
     design = design_json(design_from(copies(table1())))
     md, csv = tmp_path / "out/c.md", tmp_path / "out/c.csv"
+    md.parent.mkdir()
     args = ["claims", "--claims", str(claims), "--scale", "paper", "--md", str(md),
             "--csv", str(csv)]
     assert main([*args, "--aggregate", str(agg), "--labels", labels, "--design", design]) == 0
@@ -92,7 +102,7 @@ def test_summary_counts_per_paper_and_no_failure() -> None:
                      {**COMPARE, "b": "fedem"})
     frame.loc[1, "paper"] = "FedMix"
     text = "\n".join(summary_lines(frame))
-    assert "| FedeRiCo | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in text
-    assert "| FedMix | 1 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
-    assert "| **all** | 2 | 1 | 0 | 0 | 0 | 0 | 1 |" in text
-    assert "No claim fails." in text and "Failing rows" not in text
+    assert "| FedeRiCo | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |" in text
+    assert "| FedMix | 1 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "| **all** | 2 | 1 | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "No independent claim fails." in text and "Failing rows" not in text

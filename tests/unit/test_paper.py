@@ -175,8 +175,9 @@ def _agg(runs: dict[tuple[str, int], float], traffic: float = 2.6e7) -> pd.DataF
 
 
 def test_compare_by_hand(tmp_path: Path) -> None:
-    cells = _parse(_row(), _row(id="x-comm", quantity="communication", value="5.2",
-                                unit="1e7 parameters", metric="total_communication"),
+    cells = _parse(_row(setting="digits, C = 0.1"),
+                   _row(id="x-comm", setting="digits, C = 0.1", quantity="communication",
+                        value="5.2", unit="1e7 parameters", metric="total_communication"),
                    _row(id="y-acc", paper_method="FedFomo", method="other", value=""),
                    _row(id="z-acc", paper_method="Ditto", method="absent", value="50"))
     agg = _agg({("m", 0): 0.72, ("m", 1): 0.76, ("other", 0): 0.5})
@@ -214,7 +215,7 @@ def test_compare_without_runs_and_at_cpu_scale() -> None:
     assert (frame["ours_n"] == 0).all() and frame["status"].str.startswith("not run").all()
     cpu = compare(cells, _agg({("m", 0): 0.9}), "cpu", "t1")
     assert len(cpu) == 1 and cpu.iloc[0]["scale_note"].startswith("CPU-scale design analogue")
-    assert cpu.iloc[0]["status"] == "compared (one run: no std)"
+    assert cpu.iloc[0]["status"].startswith("different setting (a cpu-scale design analogue")
     other = compare(_parse(_row(partition="4 distributions")), _agg({("m", 0): 0.9}),
                     "paper", "t1")
     assert other.iloc[0]["status"] == "not run (no partition 4 distributions in exp_a)"
@@ -228,3 +229,37 @@ def test_output_names_and_tables_per_scale() -> None:
     assert tables_at(cells, "paper") == {"t1": "t1"}
     assert tables_at(cells, "cpu") == {"t1_cpu": "t1"}
     assert tables_at(cells, "cpu", ["exp_a"]) == {}
+
+
+# --------------------------------------------------------------------------- honest cells
+def test_a_cell_of_another_setting_is_not_compared() -> None:
+    # the paper's CIFAR-10 number against our digits runs (a CPU-scale design analogue):
+    # no difference and no "inside our std" (they used to be computed: -0.31, yes)
+    cells = _parse(_row(setting="CIFAR-10, C = 0.1", cpu_experiment="exp_a"))
+    agg = _agg({("m", 0): 0.72, ("m", 1): 0.76})
+    for scale in ("cpu", "paper"):
+        row = compare(cells, agg, scale, "t1").iloc[0]
+        assert row["status"].startswith("different setting"), scale
+        assert row["within_std"] == "n/a" and math.isnan(row["difference"])
+        assert row["ours_mean"] == pytest.approx(74.0)  # ours is still shown
+    assert "digits, not the paper's CIFAR-10" in compare(cells, agg, "paper", "t1").iloc[0][
+        "status"]
+    # at the paper scale with the paper's data set: compared
+    same = compare(_parse(_row(setting="digits, C = 0.1")), agg, "paper", "t1").iloc[0]
+    assert same["status"] == "compared" and same["within_std"] == "yes"
+
+
+def test_rows_equal_in_every_run_are_noted(tmp_path: Path) -> None:
+    # FedAvg-FT and FedProx-FT: 72 and 76 in both runs; Ditto 72 and 75
+    cells = _parse(_row(setting="digits", paper_method="FedAvg-FT", method="a"),
+                   _row(id="b", setting="digits", paper_method="FedProx-FT", method="b"),
+                   _row(id="c", setting="digits", paper_method="Ditto", method="c"))
+    agg = _agg({("a", 0): 0.72, ("a", 1): 0.76, ("b", 0): 0.72, ("b", 1): 0.76,
+                ("c", 0): 0.72, ("c", 1): 0.75})
+    frame = compare(cells, agg, "paper", "t1")
+    write_paper_table(frame, tmp_path / "t.md", tmp_path / "t.csv", title="T")
+    text = (tmp_path / "t.md").read_text()
+    assert "FedAvg-FT = FedProx-FT: equal in every run (accuracy)." in text
+    assert "Ditto =" not in text and "= Ditto" not in text
+    # the CSV has no new column
+    assert list(pd.read_csv(tmp_path / "t.csv").columns) == list(RESULT_COLUMNS)

@@ -34,7 +34,13 @@ cell of a paper's result table, with :data:`COLUMNS`:
 :func:`compare` sets each row against our runs: ours = mean ± std (``ddof=1``) over
 the runs of the cell, in the paper's unit; difference = ours − paper; *inside our
 std* when ``|difference| <= std`` (undecided with fewer than two runs or without a
-paper number).
+paper number). Ours is compared with the paper's number only in the paper's setting:
+at the paper scale (the paper's design and model; the runs' tables do not record the
+model) and where the runs' data set is the one the row's ``setting`` names. Elsewhere
+(every CPU-scale design analogue, or another data set) the status says "different
+setting" and no difference is computed. Methods whose per-run values are equal in
+every run of every setting of the table (to full precision) are named in the
+Markdown's note (:func:`pflrepro.reporting.render.equal_rows`).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import SCALES
+from pflrepro.reporting.paper_settings import equal_groups, other_setting, per_run
 
 if TYPE_CHECKING:  # the workflow parse loads the numbers without pandas
     import pandas as pd
@@ -322,18 +329,6 @@ def difference(paper: float | None, mean: float, std: float) -> tuple[float, str
     return diff, "yes" if abs(diff) <= std else "no"
 
 
-def _per_run(agg: pd.DataFrame, metric: str) -> list[float]:
-    """Per-run values of ``metric`` in ``agg`` (the runs of one cell), unscaled."""
-    if metric == "total_communication":
-        from pflrepro.reporting.communication import per_run_traffic
-
-        return [float(v) for v in per_run_traffic(agg)["total"]]
-    from pflrepro.reporting.accuracy import run_accuracies
-
-    table_metric = "weighted_final" if metric == "weighted_final" else "mean_bmta"
-    return [float(v) for v in run_accuracies(agg, table_metric)[metric]]
-
-
 def compare(cells: Sequence[PaperCell], agg: pd.DataFrame | None, scale: str, table_id: str,
             *, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The rows of paper table ``table_id`` at ``scale`` beside our runs in ``agg``.
@@ -355,6 +350,7 @@ def compare(cells: Sequence[PaperCell], agg: pd.DataFrame | None, scale: str, ta
                          f"the {scale} scale")
     labels = dict(labels or {})
     rows = []
+    runs_of: list[dict[tuple[int, int], float]] = []
     for cell in chosen:
         experiment = cell.experiment_at(scale)
         base: dict[str, Any] = {
@@ -365,6 +361,7 @@ def compare(cells: Sequence[PaperCell], agg: pd.DataFrame | None, scale: str, ta
             "partition": cell.partition_at(scale), "method": cell.method,
             "metric": cell.metric, "scale_note": SCALE_NOTES[scale], "note": cell.note}
         values: list[float] = []
+        runs_by_seed: dict[tuple[int, int], float] = {}
         status = ""
         runs = None if agg is None else agg[agg["experiment"] == experiment]
         if runs is None or runs.empty:
@@ -383,19 +380,29 @@ def compare(cells: Sequence[PaperCell], agg: pd.DataFrame | None, scale: str, ta
             elif mine.empty:
                 status = f"not run (no runs of {cell.method} in {experiment})"
             else:
-                values = [v / UNIT_SCALE[cell.unit] for v in _per_run(mine, cell.metric)]
+                runs_by_seed = per_run(mine, cell.metric)
+                values = [v / UNIT_SCALE[cell.unit] for v in runs_by_seed.values()]
         mean, std, n = mean_std(values)
-        diff, within = difference(cell.value, mean, std)
+        runs_of.append(runs_by_seed)
+        elsewhere = "" if status or runs is None else other_setting(
+            cell, scale, {str(d) for d in runs["dataset"].unique()})
+        paper = None if elsewhere else cell.value  # no paper number to set ours against
+        diff, within = difference(paper, mean, std)
         if not status:
             if cell.value is None:
                 status = "the text gives no number"
+            elif elsewhere:
+                status = f"different setting ({elsewhere}): not compared"
             elif n < 2:
                 status = "compared (one run: no std)"
             else:
                 status = "compared"
         rows.append({**base, "ours_mean": mean, "ours_std": std, "ours_n": n,
                      "difference": diff, "within_std": within, "status": status})
-    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    # what the Markdown's note names (not a column: the CSV keeps its columns)
+    frame.attrs["equal_rows"] = equal_groups(frame, runs_of)
+    return frame
 
 
 # --------------------------------------------------------------------------- writing
@@ -434,6 +441,7 @@ def write_paper_table(frame: pd.DataFrame, md_path: str | os.PathLike[str],
     scales = sorted(set(frame["scale"]))
     given = int(frame["paper_value"].notna().sum())
     inside = int((frame["within_std"] == "yes").sum())
+    elsewhere = frame["status"].str.startswith("different setting").any()
     outside = int((frame["within_std"] == "no").sum())
     lines = [f"# {title}", "",
              f"{len(frame)} cells; the text gives a number for {given}; ours inside our std "
@@ -460,6 +468,11 @@ def write_paper_table(frame: pd.DataFrame, md_path: str | os.PathLike[str],
               "'highest test accuracy' and FedAMP's BMTA), communication in 1e7 scalars "
               "sent and received per run. Inside our std: |ours − paper| <= our std (n/a "
               "with one run or no paper number)."
+              + (" Different setting: our runs are not on the paper's data set and model "
+                 "(a CPU-scale design analogue, or another data set), so ours is shown "
+                 "but not compared." if elsewhere else "")
+              + "".join(f" {_md(' = '.join(group))}: equal in every run ({quantity})."
+                        for quantity, group in frame.attrs.get("equal_rows", []))
               + "".join(f" {_md(line)}" for line in tuning), ""]
     write_text(md_path, "\n".join(lines))
     write_text(csv_path, frame[list(RESULT_COLUMNS)].to_csv(index=False, lineterminator="\n"))

@@ -6,10 +6,11 @@ against an aggregate into one row per claim and experiment, with a verdict;
 :mod:`.writer` writes those rows as Markdown (opening with a summary) and CSV.
 This file imports nothing.
 
-A claims file (``config/claims.yaml``) lists each claim as data: the paper, where it
-is made, the claim in our words, the experiments it applies to at each scale
-(``paper`` and ``cpu``, names from ``config.yaml``), and a *check*, one of a few
-typed predicates (nothing is evaluated as code):
+A claims file (``config/claims.yaml``) states the tie tolerance of each unit
+(``ties``, below) and lists each claim as data: the paper, where it is made, the claim
+in our words, the experiments it applies to at each scale (``paper`` and ``cpu``, names
+from ``config.yaml``), optionally what its row rests on (``by_design``, ``selected_by``:
+below), and a *check*, one of a few typed predicates (nothing is evaluated as code):
 
 ``compare``
     method ``a`` ``op`` method ``b`` on an accuracy ``metric``, in every column (or,
@@ -47,8 +48,10 @@ typed predicates (nothing is evaluated as code):
 ``group_contrast``
     the mean final-round weight ``w_ij`` (``i != j``) between clients of the same
     distribution is at least ``min_ratio`` (> 1) times the mean weight between
-    clients of different ones (margin ``within - min_ratio * across``; the numbers
-    give the ratio).
+    clients of different ones, and exceeds it by at least ``min_gap`` (the contrast
+    must be material: a near-identity matrix has a large ratio of weights it barely
+    uses). Margin: the smaller of ``within - min_ratio * across`` and ``within -
+    across - min_gap``; the numbers give the ratio and the gap.
 ``weight_compare``
     a weight ``statistic`` of method ``a`` ``op`` that of method ``b``: ``peak``
     (the mean over clients of the largest share of a client's final-round weight),
@@ -62,7 +65,8 @@ typed predicates (nothing is evaluated as code):
     of the row's largest share at the final round is at least ``threshold``.
 ``clusters_used``
     fewer distinct cluster ids at the last round (Clustered FL's ``cluster`` rows)
-    than the run has distributions (margin: distributions - clusters).
+    than the run has distributions (margin: distributions - clusters - 1, since on whole
+    counts "fewer" is "at most one fewer": all clusters used fails by one).
 ``across_experiments``
     ``|method in the first experiment - reference in the second| <= tolerance`` (pp,
     ``metric``) in each column (partition) of the first experiment, which the second
@@ -73,7 +77,7 @@ typed predicates (nothing is evaluated as code):
     ``reference`` defaults to ``method``.
 ``components_used``
     fewer distinct components are some client's largest final-round weight than the
-    partition has distributions (FedEM's mixture weights).
+    partition has distributions (FedEM's mixture weights); margin as ``clusters_used``.
 ``communication_across``
     as ``across_experiments`` (two experiments, runs paired by seed pair) for traffic:
     ``reference`` in the second experiment communicated ``op`` ``factor`` times as many
@@ -128,17 +132,41 @@ A row's *verdict* (:data:`.parse.VERDICTS`) is
     the data are complete but the check is not defined on them (no distribution
     ids, or a peak weight already at its bound), or the claim is ``unchecked`` (the
     runs do not record what it is about); the reason is in the row;
-``holds`` / ``fails``
+``undecidable`` (ceiling, floor)
+    every compared value is at its metric's ceiling, or every one at its floor, in
+    every run of every compared cell (accuracy 100 % or 0 %; a share 1 or 0): no
+    difference can show, so the row neither holds nor fails;
+``holds``
     with ``n`` >= 2 runs per cell, the whole :data:`.checks.LEVEL` interval of the margin is
-    on one side of the threshold: a paired percentile bootstrap that resamples the
-    seed pairs of each experiment (the same draw for every cell of an experiment, so
-    method ``a`` and method ``b`` stay paired), :data:`.checks.RESAMPLES` resamples from a
-    generator seeded by the claim and its experiments (byte-identical output);
+    above zero (at or above it for a non-strict predicate): a paired percentile
+    bootstrap that resamples the seed pairs of each experiment (the same draw for every
+    cell of an experiment, so method ``a`` and method ``b`` stay paired),
+    :data:`.checks.RESAMPLES` resamples from a generator seeded by the claim and its
+    experiments (byte-identical output);
+``fails``
+    with ``n`` >= 2, the whole interval is below zero (its top ``< 0``);
+``undecidable`` (tie)
+    a strict predicate whose margin and whole interval are zero (within the tie
+    tolerance): equal results neither show nor refute "more" or "less";
 ``inconclusive``
     otherwise: the interval contains the threshold, or ``n = 1``.
 
 So absent or partial data never make a claim hold or fail. Strict predicates
-(``>``, ``<``, ``group_contrast``, ``components_used``, ``clusters_used``,
-``trend``) need a margin above zero; the others hold at zero. A margin or bound
-within :data:`.checks.TIES` of zero (float rounding of equal results) counts as zero.
+(``>``, ``<``, ``group_contrast``, ``trend``) need a margin above zero; the others
+hold at zero.
+
+*Ties.* A margin or an end of its interval closer to zero than the tie tolerance of
+its unit counts as zero. The claims file states each unit's tolerance with its reason
+(``ties``: unit -> ``value``, ``reason``), at least the unit's resolution
+(:data:`.parse.RESOLUTION`); for ``pp`` it is ``one test row`` of the column: 100 /
+the column's test rows (its clients' ``n_test`` summed, the fewest over its runs), the
+coarsest over the columns a row reads, so a difference of the means smaller than one
+test row is a tie.
+
+*Basis.* A row's ``basis`` (:data:`.parse.BASES`) says what its verdict rests on:
+``independent``; ``by design``, when the protocol fixes the outcome whatever the runs
+learn (the claim's ``by_design`` gives the arithmetic, which opens the row's numbers);
+``selection``, when the claim's statement was used to choose a reading, default or
+design (``selected_by`` names the choice and where it is). The summary counts the
+verdicts of independent rows and the other two apart.
 """

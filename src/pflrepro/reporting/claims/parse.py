@@ -2,11 +2,12 @@
 
 :func:`load_claims` reads ``config/claims.yaml`` into :class:`Claim` objects, each
 with its typed :class:`Check` (the check types and their fields: the package
-docstring, :mod:`pflrepro.reporting.claims`), refusing a malformed file with a
-:class:`ClaimsError` that names the claim and the key; :func:`row_keys` lists the
-rows a scale gives. A :class:`Design` (from the config, :func:`design_of`, passed to
-the claims job as JSON) says which columns, methods and runs each experiment has.
-Imports neither numpy nor pandas: the workflow parse loads claims.
+docstring, :mod:`pflrepro.reporting.claims`) and the file's ``ties`` (the tie tolerance
+of each unit, :data:`UNITS`), refusing a malformed file with a :class:`ClaimsError`
+that names the claim and the key; :func:`row_keys` lists the rows a scale gives. A
+:class:`~.design.Design` (:mod:`.design`, re-exported here) says which columns, methods
+and runs each experiment has. Imports neither numpy nor pandas: the workflow parse
+loads claims.
 """
 
 from __future__ import annotations
@@ -18,9 +19,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from pflrepro.config import SCALES
+from pflrepro.reporting.claims.design import Design, design_json, design_of, parse_design
+
+__all__ = ["ACCURACY_METRICS", "BASES", "CHECK_TYPES", "COLUMNS", "OPS", "PAPERS", "UNITS",
+           "VERDICTS", "Check", "Claim", "ClaimsError", "Design", "claim_experiments",
+           "design_json", "design_of", "load_claims", "parse_claims", "parse_design",
+           "row_groups", "row_keys"]
 
 PAPERS = ("FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix")
 VERDICTS = ("holds", "fails", "inconclusive", "undecidable", "incomplete", "missing")
+#: What a row's verdict rests on: an independent check, the protocol's arithmetic (the
+#: claim's ``by_design``) or a choice made with the claim's statement (``selected_by``).
+BASES = ("independent", "by design", "selection")
+#: Units of the margins; the claims file states each one's tie tolerance (``ties``).
+UNITS = ("pp", "weight", "models", "components", "clusters", "ratio")
+#: The ``ties`` value of ``pp``: one test row of the column (its size is in the runs).
+ONE_TEST_ROW = "one test row"
+#: The smallest tie tolerance of each unit but ``pp``: its resolution (weights and traffic
+#: ratios as the table prints them, to three decimals; one model, component or cluster).
+RESOLUTION = {"weight": 0.001, "models": 1.0, "components": 1.0, "clusters": 1.0,
+              "ratio": 0.001}
 SCOPES = ("each", "together")
 QUANTIFIERS = ("all", "any", "mean")
 #: Accuracy metrics: name -> (table metric of ``accuracy_table``, its accuracy column).
@@ -41,11 +59,11 @@ POOLS = ("each", "mean")
 DIRECTIONS = ("decreasing", "increasing")
 #: Columns of :func:`evaluate_claims`' frame (and of the CSV).
 COLUMNS = ("id", "paper", "where", "claim", "experiment", "predicate", "numbers", "verdict",
-           "margin", "unit", "n", "ci_low", "ci_high", "level")
+           "margin", "unit", "n", "ci_low", "ci_high", "level", "basis")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CLAIM_REQUIRED = ("id", "paper", "where", "claim", "experiments", "check")
-_CLAIM_OPTIONAL = ("scope", "planned")
+_CLAIM_OPTIONAL = ("scope", "planned", "by_design", "selected_by")
 #: Per check type: (required fields, optional fields), ``type`` aside.
 _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "compare": (("metric", "a", "b", "op"),
@@ -60,7 +78,7 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "self_weight": (("method", "threshold"), ("quantifier", "distributions")),
     "weight_support": (("method", "threshold"), ("quantifier", "distributions")),
     "weight_distance": (("a", "b", "tolerance"), ("quantifier", "distributions")),
-    "group_contrast": (("method", "min_ratio"), ("quantifier", "distributions")),
+    "group_contrast": (("method", "min_ratio", "min_gap"), ("quantifier", "distributions")),
     "weight_compare": (("statistic", "a", "b", "op"), ("quantifier", "distributions")),
     "components_used": (("method",), ("quantifier", "distributions")),
     "communication_ratio": (("method", "baselines", "factor", "op"),
@@ -101,6 +119,7 @@ class Check:
     tolerance: float = 0.0
     threshold: float | None = None
     min_ratio: float | None = None
+    min_gap: float | None = None
     factor: float | None = None
     statistic: str | None = None
     direction: str | None = None
@@ -126,7 +145,7 @@ class Check:
         if self.type in ("compare", "above_all", "weight_compare", "communication_ratio",
                          "communication_across"):
             return OPS[self.op or ">"][1]
-        return self.type in ("group_contrast", "components_used", "clusters_used", "trend")
+        return self.type in ("group_contrast", "trend")
 
     def describe(self) -> str:
         """The predicate in one line, e.g. ``federico > fedavg, local (weighted_final) ...``."""
@@ -160,7 +179,8 @@ class Check:
                     f"same-distribution peers >= {self.threshold:g} {where}")
         if self.type == "group_contrast":
             return (f"{self.method}: mean final weight within distributions > "
-                    f"{self.min_ratio:g} x across distributions {where}")
+                    f"{self.min_ratio:g} x across distributions and >= across + "
+                    f"{self.min_gap:g} {where}")
         if self.type == "weight_compare":
             return f"{self.statistic} client weight: {self.a} {self.op} {self.b} {where}"
         if self.type == "self_weight":
@@ -206,6 +226,20 @@ class Claim:
     scope: str = "each"
     #: Its experiments are not in config.yaml yet (reported missing).
     planned: bool = False
+    #: Tie tolerance of the margin in its unit (the file's ``ties``); ``None``: one test
+    #: row of the columns read (``pp``).
+    tie: float | None = None
+    #: The protocol's arithmetic that fixes the outcome (basis ``by design``).
+    by_design: str | None = None
+    #: The choice made with this claim's statement (basis ``selection``).
+    selected_by: str | None = None
+
+    @property
+    def basis(self) -> str:
+        """What the row's verdict rests on (one of :data:`BASES`)."""
+        if self.by_design:
+            return "by design"
+        return "selection" if self.selected_by else "independent"
 
 
 # --------------------------------------------------------------------------- loading
@@ -222,10 +256,12 @@ def load_claims(path: str | os.PathLike[str]) -> list[Claim]:
 
 
 def parse_claims(raw: Any, where: str = "claims") -> list[Claim]:
-    """Check a loaded claims document (``{"claims": [...]}``) and return its claims."""
-    if not isinstance(raw, Mapping) or set(raw) != {"claims"}:
+    """Check a loaded claims document (``{"claims": [...], "ties": {...}}``); its claims."""
+    if not isinstance(raw, Mapping) or set(raw) != {"claims", "ties"}:
         keys = sorted(raw) if isinstance(raw, Mapping) else type(raw).__name__
-        raise ClaimsError(f"{where}: expected a mapping with the one key 'claims', got {keys}")
+        raise ClaimsError(f"{where}: expected a mapping with the keys 'claims' and 'ties', "
+                          f"got {keys}")
+    ties = _ties(raw["ties"], f"{where}: ties")
     items = raw["claims"]
     if not isinstance(items, list) or not items:
         raise ClaimsError(f"{where}: 'claims' must be a non-empty list")
@@ -235,12 +271,44 @@ def parse_claims(raw: Any, where: str = "claims") -> list[Claim]:
         label = f"{where}: claims[{k}]"
         if isinstance(item, Mapping) and isinstance(item.get("id"), str):
             label += f" (id {item['id']!r})"
-        claim = _claim(item, label)
+        claim = _claim(item, label, ties)
         if claim.id in seen:
             raise ClaimsError(f"{label}: id {claim.id!r} is used twice")
         seen.add(claim.id)
         claims.append(claim)
     return claims
+
+
+def _ties(raw: Any, where: str) -> dict[str, float | None]:
+    """Unit -> tie tolerance (``None``: one test row); each with its reason."""
+    if not isinstance(raw, Mapping):
+        raise ClaimsError(f"{where}: expected a mapping unit -> {{value, reason}}, got "
+                          f"{type(raw).__name__}")
+    missing = [u for u in UNITS if u not in raw]
+    if missing:
+        raise ClaimsError(f"{where}: missing unit(s) {missing}")
+    unknown = sorted(str(u) for u in raw if u not in UNITS)
+    if unknown:
+        raise ClaimsError(f"{where}: unknown unit(s) {unknown}; the units are {list(UNITS)}")
+    out: dict[str, float | None] = {}
+    for unit in UNITS:
+        at = f"{where.rsplit(': ', 1)[0]}: ties.{unit}"
+        item = raw[unit]
+        _keys(item, ("value", "reason"), (), at)
+        _text(item["reason"], f"{at}.reason")
+        value = item["value"]
+        if unit == "pp":
+            if value != ONE_TEST_ROW:
+                raise ClaimsError(f"{at}: {value!r} is not {ONE_TEST_ROW!r} (an accuracy's "
+                                  "resolution is one test row of its column)")
+            out[unit] = None
+            continue
+        number = _number(value, f"{at}.value", 0.0)
+        if number < RESOLUTION[unit]:
+            raise ClaimsError(f"{at}: {number:g} is below the resolution of {unit} "
+                              f"({RESOLUTION[unit]:g})")
+        out[unit] = number
+    return out
 
 
 def _keys(item: Any, required: Iterable[str], optional: Iterable[str], where: str) -> None:
@@ -312,6 +380,7 @@ _PARSE = {
     "tolerance": lambda v, w: _number(v, w, 0.0),
     "threshold": lambda v, w: _number(v, w, 0.0, 1.0),
     "min_ratio": lambda v, w: _number(v, w, 1.0, low_open=True),
+    "min_gap": lambda v, w: _number(v, w, 0.0, 1.0),
     "factor": lambda v, w: _number(v, w, 1.0),
     "statistic": lambda v, w: _choice(v, STATISTICS, w),
     "direction": lambda v, w: _choice(v, DIRECTIONS, w),
@@ -354,7 +423,7 @@ def _check(item: Any, where: str) -> Check:
     return check
 
 
-def _claim(item: Any, where: str) -> Claim:
+def _claim(item: Any, where: str, ties: Mapping[str, float | None]) -> Claim:
     _keys(item, _CLAIM_REQUIRED, _CLAIM_OPTIONAL, where)
     cid = _text(item["id"], f"{where}.id")
     if not _ID.match(cid):
@@ -381,11 +450,16 @@ def _claim(item: Any, where: str) -> Claim:
                 raise ClaimsError(f"{where}.experiments.{scale}: {check.type} needs "
                                   f"exactly two experiments (tested, reference), got "
                                   f"{list(names)}")
+    basis = {k: _text(item[k], f"{where}.{k}") for k in ("by_design", "selected_by")
+             if k in item}
+    if len(basis) == 2:
+        raise ClaimsError(f"{where}: both by_design and selected_by; a row rests on one")
     return Claim(id=cid, paper=_choice(item["paper"], PAPERS, f"{where}.paper"),
                  where=_text(item["where"], f"{where}.where"),
                  claim=_text(item["claim"], f"{where}.claim"),
                  experiments=experiments, check=check, scope=scope,
-                 planned=_bool(item.get("planned", False), f"{where}.planned"))
+                 planned=_bool(item.get("planned", False), f"{where}.planned"),
+                 tie=ties[check.unit], **basis)
 
 
 def claim_experiments(claims: Iterable[Claim], scale: str) -> list[str]:
@@ -408,62 +482,3 @@ def row_groups(claim: Claim, scale: str) -> list[tuple[str, ...]]:
     if not names:  # not a claim about this scale's designs: no row
         return []
     return [names] if claim.scope == "together" else [(n,) for n in names]
-
-
-# --------------------------------------------------------------------------- design
-@dataclass(frozen=True)
-class Design:
-    """What an experiment's config runs: the cells and runs a check expects.
-
-    ``seeds`` are the (split seed, training seed) pairs of every run of every cell
-    (:meth:`pflrepro.config.ExperimentConfig.seed_pairs`).
-    """
-
-    partitions: tuple[str, ...]
-    methods: tuple[str, ...]
-    seeds: tuple[tuple[int, int], ...]
-
-
-def design_of(cfg: Any, experiments: Iterable[str]) -> dict[str, Design]:
-    """The :class:`Design` of each of ``experiments`` in a ``WorkflowConfig`` (others left out)."""
-    out: dict[str, Design] = {}
-    for name in experiments:
-        exp = cfg.experiments.get(name)
-        if exp is not None:
-            out[name] = Design(partitions=tuple(str(p.id) for p in exp.partitions),
-                               methods=tuple(str(m) for m in exp.methods),
-                               seeds=tuple((int(s), int(t)) for s, t in exp.seed_pairs()))
-    return out
-
-
-def design_json(design: Mapping[str, Design]) -> str:
-    """A design as canonical JSON (the workflow's ``--design`` argument)."""
-    import json
-
-    raw = {name: {"partitions": list(d.partitions), "methods": list(d.methods),
-                  "seeds": [list(s) for s in d.seeds]} for name, d in design.items()}
-    return json.dumps(raw, sort_keys=True, separators=(",", ":"))
-
-
-def parse_design(text: str) -> dict[str, Design]:
-    """Read :func:`design_json`'s output; raise ``ValueError`` naming what is wrong."""
-    import json
-
-    raw = json.loads(text)
-    if not isinstance(raw, dict):
-        raise ValueError("design: expected a JSON object {experiment: {...}}")
-    out: dict[str, Design] = {}
-    for name, item in raw.items():
-        if not isinstance(item, dict) or set(item) != {"partitions", "methods", "seeds"}:
-            raise ValueError(f"design of {name!r}: expected the keys partitions, methods, "
-                             "seeds")
-        seeds = item["seeds"]
-        if (not isinstance(seeds, list) or not seeds
-                or not all(isinstance(s, list) and len(s) == 2
-                           and all(isinstance(v, int) for v in s) for s in seeds)):
-            raise ValueError(f"design of {name!r}: seeds must be a non-empty list of "
-                             "[split seed, training seed] pairs")
-        out[str(name)] = Design(partitions=tuple(str(p) for p in item["partitions"]),
-                                methods=tuple(str(m) for m in item["methods"]),
-                                seeds=tuple((int(s), int(t)) for s, t in seeds))
-    return out

@@ -2,8 +2,10 @@
 
 The frame is :func:`pflrepro.reporting.claims.checks.evaluate_claims`' (one row per
 claim and experiment, :data:`~pflrepro.reporting.claims.parse.COLUMNS`). The Markdown
-opens with a summary (:func:`summary_lines`): per paper, the rows by verdict, and
-every failing row with its margin and interval; then every row.
+opens with a summary (:func:`summary_lines`): per paper, the independent rows by
+verdict and the rows counted apart (``by design``, ``selection``), every failing
+independent row with its margin and interval, and the rows counted apart with theirs;
+then every row.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.reporting.claims.checks import LEVEL, RESAMPLES
-from pflrepro.reporting.claims.parse import COLUMNS, PAPERS, VERDICTS
+from pflrepro.reporting.claims.parse import BASES, COLUMNS, PAPERS, VERDICTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,33 +44,53 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     """The summary a reader sees first: verdict counts per paper, then the failing rows.
 
     Counts are of rows (a claim gives one row per experiment, or one for several with
-    ``scope: together``); the failing rows are listed in the table's order with their
-    signed margin (how far from holding) and its interval.
+    ``scope: together``). The verdict columns count the independent rows only; the rows
+    whose outcome the protocol fixes (``by design``) or whose statement chose a reading
+    or default (``selection``) are counted apart, in their own columns. The failing
+    independent rows are listed in the table's order with their signed margin (how far
+    from holding) and its interval; then the rows counted apart, with their verdicts.
     """
+    apart = [b for b in BASES if b != "independent"]
     lines = ["## Summary", "",
              "Rows per paper and verdict (a claim gives one row per experiment it is "
-             "checked on).", "",
-             "| paper | rows | " + " | ".join(VERDICTS) + " |",
-             "|:--|" + "--:|" * (len(VERDICTS) + 1)]
+             "checked on). The verdicts count the independent rows; rows by design (the "
+             "protocol fixes the outcome) and selections (the claim chose a reading or "
+             "default) are counted apart.", "",
+             "| paper | rows | " + " | ".join([*VERDICTS, *apart]) + " |",
+             "|:--|" + "--:|" * (len(VERDICTS) + len(apart) + 1)]
     papers = [p for p in PAPERS if (frame["paper"] == p).any()]
     papers += sorted(set(frame["paper"]) - set(papers))
+    independent = frame["basis"] == "independent"
     for paper in [*papers, None]:
-        rows = frame if paper is None else frame[frame["paper"] == paper]
-        counts = [int((rows["verdict"] == v).sum()) for v in VERDICTS]
+        mine = frame["paper"].notna() if paper is None else frame["paper"] == paper
+        counts = [int((mine & independent & (frame["verdict"] == v)).sum()) for v in VERDICTS]
+        counts += [int((mine & (frame["basis"] == b)).sum()) for b in apart]
         name = "**all**" if paper is None else _md(paper)
-        lines.append(f"| {name} | {len(rows)} | " + " | ".join(str(c) for c in counts) + " |")
-    failing = frame[frame["verdict"] == "fails"]
+        lines.append(f"| {name} | {int(mine.sum())} | " + " | ".join(str(c) for c in counts)
+                     + " |")
+    failing = frame[independent & (frame["verdict"] == "fails")]
     lines.append("")
     if failing.empty:
-        lines += ["No claim fails.", ""]
-        return lines
-    lines += [f"Failing rows ({len(failing)}), with the margin by which each misses and its "
-              f"{LEVEL:.0%} interval:", "",
-              "| id | paper | experiment | margin | interval | claim (our words) |",
-              "|:--|:--|:--|--:|--:|:--|"]
-    for row in failing.itertuples(index=False):
+        lines += ["No independent claim fails.", ""]
+    else:
+        lines += [f"Failing rows ({len(failing)}), with the margin by which each misses and "
+                  f"its {LEVEL:.0%} interval:", "", *_rows_table(failing, False)]
+    counted_apart = frame[~independent]
+    if not counted_apart.empty:
+        lines += [f"Rows counted apart ({len(counted_apart)}): by design or a selection, "
+                  "with their verdicts:", "", *_rows_table(counted_apart, True)]
+    return lines
+
+
+def _rows_table(rows: pd.DataFrame, basis: bool) -> list[str]:
+    """Summary rows: id, paper, experiment, (basis and verdict,) margin, interval, claim."""
+    extra = "basis | verdict | " if basis else ""
+    lines = [f"| id | paper | experiment | {extra}margin | interval | claim (our words) |",
+             "|:--|:--|:--|" + (":--|:--|" if basis else "") + "--:|--:|:--|"]
+    for row in rows.itertuples(index=False):
+        extra = f"{row.basis} | {row.verdict} | " if basis else ""
         lines.append(f"| {_md(row.id)} | {_md(row.paper)} | {_md(row.experiment or '—')} "
-                     f"| {_margin_text(float(row.margin), row.unit)} "
+                     f"| {extra}{_margin_text(float(row.margin), row.unit)} "
                      f"| {_ci_text(float(row.ci_low), float(row.ci_high), row.unit)} "
                      f"| {_md(row.claim)} |")
     return [*lines, ""]
@@ -89,19 +111,29 @@ def write_claims(frame: pd.DataFrame, md_path: str | os.PathLike[str],
              "|:--|:--|:--|:--|:--|:--|:--|:--|--:|--:|--:|"]
     for row in frame.itertuples(index=False):
         verdict = f"**{row.verdict}**" if row.verdict == "fails" else row.verdict
+        if row.basis != "independent":
+            verdict += f" ({row.basis})"
         cells = [row.id, row.paper, row.where, row.claim, row.experiment or "—",
                  row.predicate, row.numbers]
         lines.append("| " + " | ".join(_md(c) for c in cells)
                      + f" | {verdict} | {_margin_text(float(row.margin), row.unit)} "
                      f"| {int(row.n)} "
                      f"| {_ci_text(float(row.ci_low), float(row.ci_high), row.unit)} |")
-    lines += ["", "Verdict: holds / fails only when the whole interval of the margin is on "
-              "one side of the threshold (n >= 2 runs per cell); inconclusive otherwise "
-              "(and always with n = 1); missing when a column, cell or experiment the "
-              "check needs has no runs; incomplete when a cell has fewer runs than the "
-              "config designs; undecidable when the data are complete but the check is "
-              "not defined on them, or when the runs do not record what the claim is "
-              "about (the reason is given). Margin: signed, positive = "
+    lines += ["", "Verdict: holds when the whole interval of the margin is above the "
+              "threshold (at or above it for a non-strict predicate), fails when the whole "
+              "interval is below it (n >= 2 runs per cell); inconclusive otherwise (and "
+              "always with n = 1); missing when a column, cell or experiment the check "
+              "needs has no runs; incomplete when a cell has fewer runs than the config "
+              "designs; undecidable when the data are complete but the check is not "
+              "defined on them, when every compared value is at the metric's ceiling or "
+              "floor (ceiling, floor), when a strict predicate's margin and interval are "
+              "all zero (tie), or when the runs do not record what the claim is about "
+              "(the reason is given). Margins and bounds closer to zero than the tie "
+              "tolerance of their unit (config/claims.yaml, ties: one test row of the "
+              "column for accuracy) count as zero. Basis: by design (the protocol fixes "
+              "the outcome; its arithmetic opens the numbers) and selection (the claim's "
+              "statement chose a reading or default; the choice opens the numbers) are "
+              "counted apart from the independent rows. Margin: signed, positive = "
               "holds by that much (worst column; best column for 'some column'); pp = "
               "percentage points of accuracy (the tables' numbers: mean over runs); "
               "weight = learned client weights at the final round, or their change summed "

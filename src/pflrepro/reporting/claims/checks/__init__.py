@@ -13,11 +13,11 @@ quantifiers, verdicts): the package docstring, :mod:`pflrepro.reporting.claims`.
 from pflrepro.reporting.claims.checks.evaluate import evaluate_claims
 from pflrepro.reporting.claims.checks.logic import (
     LEVEL,
+    PERCENT,
     RESAMPLES,
-    TIES,
     Verdict,
     combine,
     decide,
 )
 
-__all__ = ["LEVEL", "RESAMPLES", "TIES", "Verdict", "combine", "decide", "evaluate_claims"]
+__all__ = ["LEVEL", "PERCENT", "RESAMPLES", "Verdict", "combine", "decide", "evaluate_claims"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pflrepro.reporting.claims.checks.data import Data, Runs
 from pflrepro.reporting.claims.checks.logic import (
+    PERCENT,
     Outcome,
     Term,
     columns,
@@ -43,6 +44,10 @@ def accuracy_check(check: Check, data: Data, experiments: Sequence[str]) -> Outc
     def label(col: tuple[str, str]) -> str:
         return data.label(col[0], col[1], several)
 
+    def scale(col: tuple[str, str]) -> dict:
+        """An accuracy term's tie (one test row of the column) and bounds (0 and 100 %)."""
+        return {"tie": data.test_row(*col), "bounds": PERCENT}
+
     if check.type in ("compare", "above_all"):
         firsts = (check.a,) if check.type == "compare" else check.methods
         seconds = (check.b,) if check.type == "compare" else check.baselines
@@ -67,13 +72,13 @@ def accuracy_check(check: Check, data: Data, experiments: Sequence[str]) -> Outc
 
         groups.append([runs_term(c[0], [(f"{name} {label(c)}", runs(name, c))
                                         for name in (*firsts, *seconds) if name],
-                                 data.seeds(c[0]), pooled) for c in cols] + gaps)
+                                 data.seeds(c[0]), pooled, **scale(c)) for c in cols] + gaps)
     pairs = ([] if check.pool == "mean"
              else [(f, s) for f in firsts for s in seconds if f and s])
     for first, second in pairs:
         groups.append([runs_term(c[0], [(f"{first} {label(c)}", runs(first, c)),
                                         (f"{second} {label(c)}", runs(second, c))],
-                                 data.seeds(c[0]), margin) for c in cols] + gaps)
+                                 data.seeds(c[0]), margin, **scale(c)) for c in cols] + gaps)
     items: list[str] = []
     if check.pool == "mean":
         head = f"mean of {'/'.join(firsts)} vs mean of {', '.join(seconds)}"
@@ -149,8 +154,11 @@ def trend_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcome
                                      check.round_fraction)
                   if method in data.design[experiment].methods else {}) for p in (few, many)]
         sign = 1.0 if check.direction == "decreasing" else -1.0
+        tie = max((t for p in (few, many) if (t := data.test_row(experiment, p))),
+                  default=None)
         terms.append(runs_term(experiment, cells, data.seeds(experiment),
-                                lambda m, s=sign: s * (m[..., 0] - m[..., 1])))
+                                lambda m, s=sign: s * (m[..., 0] - m[..., 1]), tie=tie,
+                                bounds=PERCENT))
         lo, hi = (mean_of(c[1], data.seeds(experiment)) for c in cells)
         texts.append(f"{name}: {counts[few]} distributions {pct(lo)} -> "
                      f"{counts[many]} distributions {pct(hi)}")
@@ -209,7 +217,11 @@ def across_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
         label = data.label(first, part, False)
         cells = [(f"{method} {first} {label}", runs(first, method, part)),
                  (f"{reference} {second} {label}", runs(second, reference, part))]
-        term = runs_term(key, cells, seeds, margin)
+        extra: dict = {}
+        if not traffic:  # one test row of the coarser of the two columns; 0 to 100 %
+            ties = [t for e in (first, second) if (t := data.test_row(e, part))]
+            extra = {"tie": max(ties, default=None), "bounds": PERCENT}
+        term = runs_term(key, cells, seeds, margin, **extra)
         if traffic and not term.gap and (term.values[:, 0] <= 0).any():  # type: ignore[index]
             term = Term(experiment=key, gap="undecidable",
                         reason=f"{label}: {method} communicated nothing in a run, so no "

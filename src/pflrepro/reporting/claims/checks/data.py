@@ -55,6 +55,7 @@ class Data:
                    dict[str, dict[tuple[int, int], WeightRun]] | str] = field(
         default_factory=dict)
     _traffic: dict[str, dict[tuple[str, str], Runs]] = field(default_factory=dict)
+    _rows: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def frame(self, experiment: str) -> pd.DataFrame | None:
         """The rows of ``experiment``'s designed runs, or ``None`` when it has none.
@@ -129,6 +130,31 @@ class Data:
         if several:
             text = f"{self.experiment_labels.get(experiment, experiment)} · {text}"
         return text
+
+    def test_row(self, experiment: str, partition: str) -> float | None:
+        """One test row of a column, in percentage points: 100 / the column's test rows.
+
+        A run's test rows at a round are its evaluated clients' ``n_test`` summed (the
+        ``n_test`` of :func:`pflrepro.reporting.accuracy.weighted_accuracy_per_round`);
+        the column's are the fewest over its runs and rounds, so this is the coarsest
+        step of an accuracy in the column. ``None`` without accuracy rows.
+        """
+        from pflrepro.reporting.accuracy import weighted_accuracy_per_round
+
+        if experiment not in self._rows:
+            frame = self.frame(experiment)
+            sizes: dict[str, float] = {}
+            if frame is not None:
+                try:
+                    per_round = weighted_accuracy_per_round(frame)
+                except ValueError:  # no accuracy rows: the checks say so
+                    per_round = None
+                if per_round is not None:
+                    least = per_round.groupby("partition", sort=True)["n_test"].min()
+                    sizes = {str(p): float(n) for p, n in least.items() if n > 0}
+            self._rows[experiment] = sizes
+        rows = self._rows[experiment].get(partition)
+        return None if rows is None else 100.0 / rows
 
     def accuracy_runs(self, experiment: str, partition: str, method: str, metric: str,
                       round_fraction: float | None) -> Runs:

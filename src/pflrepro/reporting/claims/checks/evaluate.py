@@ -12,7 +12,7 @@ from pflrepro.reporting.claims.checks.accuracy import (
     trend_check,
 )
 from pflrepro.reporting.claims.checks.data import Data
-from pflrepro.reporting.claims.checks.logic import LEVEL, TIES, Outcome, Term, Verdict, decide
+from pflrepro.reporting.claims.checks.logic import LEVEL, Outcome, Term, Verdict, decide
 from pflrepro.reporting.claims.checks.records import (
     clusters_check,
     communication_check,
@@ -58,7 +58,8 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
     and runs each check needs; an experiment not in it is missing. ``labels``
     (partition id -> display label) and ``experiment_labels`` name the columns in the
     numbers text. Returns a frame with :data:`COLUMNS`; ``margin``, ``ci_low`` and
-    ``ci_high`` are NaN when not decided from data. Raises ``ValueError`` for an
+    ``ci_high`` are NaN when not decided from data; ``basis`` is the claim's
+    (:data:`~pflrepro.reporting.claims.parse.BASES`). Raises ``ValueError`` for an
     unknown scale or inconsistent results (as the tables do: e.g. runs of different
     settings in one cell).
     """
@@ -80,8 +81,7 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
             # the resamples of a row depend only on the claim and its experiments
             rng = numpy_generator(0, SETUP_ROUND, NO_CLIENT,
                                   f"claims bootstrap {claim.id} {base['experiment']}")
-            verdict = decide(outcome.groups, check.quantifier, check.strict,
-                             TIES[check.unit], rng)
+            verdict = decide(outcome.groups, check.quantifier, check.strict, claim.tie, rng)
             numbers = f"{outcome.head}: " + "; ".join(dict.fromkeys(outcome.items))
             if check.type == "unchecked":  # the reason is the whole text
                 numbers = verdict.reason
@@ -89,7 +89,12 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
                 numbers += f" [{verdict.verdict}: {verdict.reason}]"
             if claim.planned and verdict.verdict == "missing":
                 numbers = f"planned experiment; {numbers}"
-            rows.append({**base, **_verdict_cells(verdict), "numbers": numbers})
+            if claim.by_design:  # the arithmetic that fixes the outcome, first
+                numbers = f"by design: {claim.by_design}; {numbers}"
+            elif claim.selected_by:
+                numbers = f"selection: {claim.selected_by}; {numbers}"
+            rows.append({**base, **_verdict_cells(verdict), "numbers": numbers,
+                         "basis": claim.basis})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -8,7 +8,7 @@ by a paired percentile bootstrap (:func:`decide`); the rules: the package docstr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,10 @@ if TYPE_CHECKING:
 #: Level of the confidence intervals and number of bootstrap resamples.
 LEVEL = 0.95
 RESAMPLES = 2000
-#: Margins closer to zero than this are ties (zero): float rounding of equal results,
-#: e.g. two methods with the same correct counts whose accuracies were summed in
-#: another order (1e-6 points is far below one test sample).
-TIES: Mapping[str, float] = {"pp": 1e-6, "weight": 1e-12, "components": 1e-9,
-                             "models": 1e-9, "clusters": 1e-9, "ratio": 1e-9}
+#: Values this close to a bound are at it (float rounding of a sum of equal shares).
+AT_BOUND = 1e-9
+#: The range of an accuracy in percent: its floor and ceiling.
+PERCENT = (0.0, 100.0)
 
 
 @dataclass
@@ -39,6 +38,9 @@ class Term:
     gives ``margin(values[idx].mean(-2))``. Without values the term is ``missing``
     (a cell with no designed run), ``incomplete`` (fewer runs than designed) or
     ``undecidable`` (complete data on which the check is not defined), with reasons.
+    ``tie``: the term's tie tolerance when the data set it (one test row of an accuracy
+    column); ``bounds``: the (floor, ceiling) of its values (``None``: unbounded), e.g.
+    :data:`PERCENT` for accuracies.
     """
 
     experiment: str = ""
@@ -46,14 +48,17 @@ class Term:
     margin: Any = None
     gap: str = ""
     reason: str = ""
+    tie: float | None = None
+    bounds: tuple[float | None, float | None] | None = None
 
 
 def runs_term(experiment: str, cells: Sequence[tuple[str, Runs]],
                seeds: Sequence[tuple[int, int]], margin: Any,
-               convert: Any = None) -> Term:
+               convert: Any = None, **extra: Any) -> Term:
     """A term over cells (name, per-run values); a gap when a cell lacks designed runs.
 
-    ``convert`` maps a cell's per-run value to a tuple of numbers (default: the value).
+    ``convert`` maps a cell's per-run value to a tuple of numbers (default: the value);
+    ``extra``: the term's ``tie`` and ``bounds``.
     """
     import numpy as np
 
@@ -68,7 +73,8 @@ def runs_term(experiment: str, cells: Sequence[tuple[str, Runs]],
         return Term(experiment=experiment, gap=gap, reason=reason)
     convert = convert or (lambda v: (v,))
     rows = [[x for _, runs in cells for x in convert(runs[s])] for s in seeds]
-    return Term(experiment=experiment, values=np.asarray(rows, dtype=float), margin=margin)
+    return Term(experiment=experiment, values=np.asarray(rows, dtype=float), margin=margin,
+                **extra)
 
 
 def _reduce(stack: np.ndarray, quantifier: str) -> np.ndarray:
@@ -93,6 +99,16 @@ def combine(groups: Sequence[Sequence[np.ndarray]], quantifier: str) -> np.ndarr
     return np.stack(per_group).min(axis=0)
 
 
+def fewer_than(m: np.ndarray) -> np.ndarray:
+    """Margin of "fewer (``m[..., 0]``) than (``m[..., 1]``)" for whole counts per run.
+
+    ``used < total`` on integers is ``used <= total - 1``: the margin ``total - used - 1``
+    is at least zero exactly when the claim holds, so a count equal to its bound (every
+    component used) is a failure by one, never a tie at the threshold.
+    """
+    return m[..., 1] - m[..., 0] - 1
+
+
 @dataclass
 class Verdict:
     """A row's verdict: one of :data:`VERDICTS`, its margin, n, interval and reason."""
@@ -109,9 +125,27 @@ def _holds(margin: float, strict: bool) -> bool:
     return margin > 0 if strict else margin >= 0
 
 
-def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool, tie: float,
-           rng: np.random.Generator) -> Verdict:
-    """The verdict of a check's terms (see the module docstring)."""
+def _at_bound(terms: Sequence[Term]) -> str:
+    """``ceiling`` / ``floor`` when every value of every term is at its bound; else ``""``."""
+    if not terms or any(t.bounds is None or t.values is None for t in terms):
+        return ""
+    for side, name in ((1, "ceiling"), (0, "floor")):
+        bounds = [t.bounds[side] for t in terms]  # type: ignore[index]
+        if all(b is not None and (abs(t.values - b) <= AT_BOUND).all()  # type: ignore[operator]
+               for t, b in zip(terms, bounds, strict=True)):
+            shown = "/".join(dict.fromkeys(f"{b:g}" for b in bounds))
+            return (f"{name}: every compared value is {shown} in every run, so no "
+                    "difference can show")
+    return ""
+
+
+def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool,
+           tie: float | None, rng: np.random.Generator) -> Verdict:
+    """The verdict of a check's terms (see the package docstring).
+
+    ``tie``: the tie tolerance of the check's unit (``None``: the terms' own, one test
+    row of their columns); a margin or bound closer to zero than it counts as zero.
+    """
     import numpy as np
 
     terms = [t for g in groups for t in g]
@@ -121,6 +155,8 @@ def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool, tie:
         reasons = [t.reason for t in terms if t.gap == gap]
         if reasons:
             return Verdict(gap, reason="; ".join(dict.fromkeys(reasons)))
+    # the coarsest resolution among the terms (e.g. the column with the fewest test rows)
+    tie = max([tie or 0.0, *(t.tie for t in terms if t.tie is not None)])
 
     def zero(x: np.ndarray) -> np.ndarray:
         return np.where(np.abs(x) < tie, 0.0, x)
@@ -140,12 +176,19 @@ def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool, tie:
     low, high = np.quantile(boot, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
     margin, low, high = (float(zero(np.asarray(x))) for x in (point, low, high))
     out = Verdict("inconclusive", margin=margin, n=n, ci_low=low, ci_high=high)
-    if n < 2:
+    bound = _at_bound(terms)
+    if bound:
+        out.verdict, out.reason = "undecidable", bound
+    elif n < 2:
         out.reason = f"n = {n}: one run per cell, no interval"
     elif _holds(low, strict):
         out.verdict = "holds"
-    elif not _holds(high, strict):
+    elif high < 0:
         out.verdict = "fails"
+    elif strict and low == high == 0:
+        out.verdict = "undecidable"
+        out.reason = (f"tie: the margin and its whole interval are within {tie:.3g} of 0 "
+                      "(the tie tolerance), and the predicate is strict")
     else:
         out.reason = f"the {LEVEL:.0%} interval of the margin contains the threshold"
     return out

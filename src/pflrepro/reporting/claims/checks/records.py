@@ -15,6 +15,7 @@ from pflrepro.reporting.claims.checks.logic import (
     Outcome,
     Term,
     columns,
+    fewer_than,
     mean_of,
     num,
     runs_term,
@@ -134,7 +135,7 @@ def clusters_check(check: Check, data: Data, experiments: Sequence[str]) -> Outc
                               reason=f"{where}: no distribution ids"))
         else:
             terms.append(runs_term(col[0], [(f"{method} {where}", values)], seeds,
-                                   lambda m: m[..., 1] - m[..., 0], convert=lambda v: v))
+                                   fewer_than, convert=lambda v: v))
         pairs = [values[s] for s in seeds if values.get(s) is not None]
         used = mean_of({i: p[0] for i, p in enumerate(pairs)}, list(range(len(pairs))))
         dists = mean_of({i: p[1] for i, p in enumerate(pairs)}, list(range(len(pairs))))

@@ -15,6 +15,7 @@ from pflrepro.reporting.claims.checks.logic import (
     Outcome,
     Term,
     columns,
+    fewer_than,
     num,
     runs_term,
 )
@@ -150,6 +151,27 @@ UNDEFINED = {
 }
 #: A peak weight this close to 1 is one-hot.
 _ONE_HOT = 1e-9
+#: (floor, ceiling) of each ``weight_compare`` statistic: shares are in [0, 1], a peak
+#: share at most 1 (its floor, 1 / peers, depends on the run), a variation at least 0.
+_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "same_share": (0.0, 1.0), "peak": (None, 1.0), "variation": (0.0, None)}
+
+
+def _contrast_margin(check: Check) -> Any:
+    """``group_contrast``'s margin on (within, across) means.
+
+    The smaller of ``within - min_ratio * across`` (the ratio) and ``within - across -
+    min_gap`` (the gap must be material: a near-identity weight matrix has a large ratio
+    of tiny weights).
+    """
+    import numpy as np
+
+    ratio, floor = float(check.min_ratio or 1.0), float(check.min_gap or 0.0)
+
+    def margin(m: np.ndarray) -> np.ndarray:
+        return np.minimum(m[..., 0] - ratio * m[..., 1], m[..., 0] - m[..., 1] - floor)
+
+    return margin
 
 
 def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcome:
@@ -172,8 +194,13 @@ def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
         return {s: stat(r) for s, r in items.items()}, ""
 
     def term(col: tuple[str, str], cells: list[tuple[str, Runs]], margin: Any,
-             undefined: str, convert: Any = None, partial: bool = False) -> Term:
-        """A column's term; ``partial``: only the runs on which the statistic is defined."""
+             undefined: str, convert: Any = None, partial: bool = False,
+             **extra: Any) -> Term:
+        """A column's term.
+
+        ``partial``: only the runs on which the statistic is defined; ``extra``: the
+        term's ``bounds``.
+        """
         seeds = data.seeds(col[0])
         complete = all(s in runs for _, runs in cells for s in seeds)
         if complete and partial:
@@ -182,11 +209,11 @@ def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
             kept = tuple(s for s in seeds if all(runs[s] is not None for _, runs in cells))
             if kept:
                 return runs_term(f"{col[0]} · {col[1]} · {check.type}", cells, kept,
-                                 margin, convert)
+                                 margin, convert, **extra)
         if complete and any(runs[s] is None for _, runs in cells for s in seeds):
             return Term(experiment=col[0], gap="undecidable",
                         reason=f"{data.label(col[0], col[1], several)}: {undefined}")
-        return runs_term(col[0], cells, seeds, margin, convert)
+        return runs_term(col[0], cells, seeds, margin, convert, **extra)
 
     def mean(runs: Runs, col: tuple[str, str], at: int | None = None) -> float | None:
         got = [v if at is None else v[at] for s, v in runs.items()
@@ -204,7 +231,8 @@ def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
             (va, ra), (vb, rb) = (column(m, col, stat) for m in (check.a, check.b))
             sign = OPS[check.op or ">"][0]
             t = term(col, [(f"{check.a} {where}", va), (f"{check.b} {where}", vb)],
-                     lambda m, s=sign: s * (m[..., 0] - m[..., 1]), undefined)
+                     lambda m, s=sign: s * (m[..., 0] - m[..., 1]), undefined,
+                     bounds=_BOUNDS[check.statistic or ""])
             xa, xb = mean(va, col), mean(vb, col)
             if not t.gap and check.statistic == "peak" and sign > 0:
                 # a peak is at most 1 (one-hot): b already there leaves a no room above
@@ -238,24 +266,23 @@ def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
                          "runs with a client alone in its distribution"
                          + (f" ({reason})" if reason else ""))
         elif check.type == "weight_support":
-            terms.append(term(col, [(name, values)], lambda m: m[..., 1] - m[..., 0],
-                              undefined, convert=lambda v: v))
+            terms.append(term(col, [(name, values)], lambda m: m[..., 1] - m[..., 0], undefined,
+                              convert=lambda v: v))
             used, size = mean(values, col, 0), mean(values, col, 1)
             texts.append(f"{where}: {num(used)} models used for a distribution of "
                          f"{num(size)} clients" + (f" ({reason})" if reason else ""))
         elif check.type == "group_contrast":
-            ratio = float(check.min_ratio or 1.0)
-            terms.append(term(col, [(name, values)],
-                              lambda m, r=ratio: m[..., 0] - r * m[..., 1], undefined,
+            terms.append(term(col, [(name, values)], _contrast_margin(check), undefined,
                               convert=lambda v: v))
             within, across = mean(values, col, 0), mean(values, col, 1)
             shown = ("n/a" if within is None or across is None
                      else "inf" if across == 0 else f"{within / across:.3g}")
-            texts.append(f"{where}: within {num(within)} vs across {num(across)}, ratio {shown}"
-                         + (f" ({reason})" if reason else ""))
+            gap = "n/a" if within is None or across is None else num(within - across)
+            texts.append(f"{where}: within {num(within)} vs across {num(across)}, ratio {shown}, "
+                         f"gap {gap}" + (f" ({reason})" if reason else ""))
         else:  # components_used
-            terms.append(term(col, [(name, values)], lambda m: m[..., 1] - m[..., 0],
-                              undefined, convert=lambda v: v))
+            terms.append(term(col, [(name, values)], fewer_than, undefined,
+                              convert=lambda v: v))
             used, dists = mean(values, col, 0), mean(values, col, 1)
             texts.append(f"{where}: {num(used)} components used for {num(dists)} distributions"
                          + (f" ({reason})" if reason else ""))
@@ -275,7 +302,8 @@ def weight_check(check: Check, data: Data, experiments: Sequence[str]) -> Outcom
     elif check.type == "weight_compare":
         head = f"{check.statistic} weight {check.a} vs {check.b}"
     elif check.type == "group_contrast":
-        head = f"{check.method} weight (min ratio {check.min_ratio:g})"
+        head = (f"{check.method} weight (min ratio {check.min_ratio:g}, "
+                f"min gap {check.min_gap:g})")
     else:
         head = f"{check.method} weight"
     return Outcome(head=head, groups=[terms + gaps], items=[*texts, *unknown])
