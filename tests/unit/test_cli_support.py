@@ -71,8 +71,10 @@ def test_a_closed_or_full_stdout_is_one_line(redirect: str, command: str, messag
 def test_a_directory_given_for_an_output_file_is_one_line(tmp_path: Path) -> None:
     # plot --pdf /tmp: a traceback, and the temporary file went to the folder above
     before = sorted(p.name for p in tmp_path.parent.iterdir())
-    line = _one_error_line(_pflrepro("schema", "--write", "--path", str(tmp_path)), "schema")
-    assert f"{tmp_path}: is a directory, where a file is expected" in line
+    proc = _pflrepro("schema", "--write", "--path", str(tmp_path))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc  # as read
+    assert (f"pflrepro schema: error: argument --path: {tmp_path} is a directory, not a "
+            "regular file") in proc.stderr
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == before
 
 

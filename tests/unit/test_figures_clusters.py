@@ -76,7 +76,7 @@ def test_cli_plot_clusters(tmp_path: Path) -> None:
     from pflrepro.store.io import write_parquet
 
     write_parquet(clusters_aggregate(), agg)  # with its digest record (issue 27, item 3)
-    pdf, png = tmp_path / "fig" / "k.pdf", tmp_path / "fig" / "k.png"
+    pdf, png = tmp_path / "k.pdf", tmp_path / "k.png"
     labels = '{"partitions": {"label_groups-clients3-groups2": "two groups"}}'
     assert main(["plot", "clusters", "--aggregate", str(agg), "--method", "clustered_fl",
                  "--labels", labels, "--pdf", str(pdf), "--png", str(png)]) == 0

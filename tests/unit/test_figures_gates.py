@@ -93,7 +93,7 @@ def test_cli_plot_gates(tmp_path: Path) -> None:
     from pflrepro.store.io import write_parquet
 
     write_parquet(gates_aggregate(), agg)  # with its digest record (issue 27, item 3)
-    pdf, png = tmp_path / "fig" / "g.pdf", tmp_path / "fig" / "g.png"
+    pdf, png = tmp_path / "g.pdf", tmp_path / "g.png"
     labels = f'{{"partitions": {{"{PART}": "rotated, 2 angles"}}}}'
     assert main(["plot", "gates", "--aggregate", str(agg), "--method", "fedmix",
                  "--labels", labels, "--pdf", str(pdf), "--png", str(png)]) == 0

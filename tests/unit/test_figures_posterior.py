@@ -82,7 +82,7 @@ def test_cli_plot_posterior(tmp_path: Path) -> None:
     from pflrepro.store.io import write_parquet
 
     write_parquet(posterior_aggregate(), agg)  # with its digest record (issue 27, item 3)
-    pdf, png = tmp_path / "fig" / "q.pdf", tmp_path / "fig" / "q.png"
+    pdf, png = tmp_path / "q.pdf", tmp_path / "q.png"
     labels = f'{{"partitions": {{"{PART}": "label permutation"}}}}'
     assert main(["plot", "posterior", "--aggregate", str(agg), "--method", "fedmix",
                  "--labels", labels, "--pdf", str(pdf), "--png", str(png)]) == 0

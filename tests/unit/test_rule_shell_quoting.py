@@ -134,7 +134,7 @@ def test_a_hostile_value_stays_one_intact_word(rule: str) -> None:
 _TYPED: dict[str, object] = {
     "wildcards.split": "0", "wildcards.seed": "0", "wildcards.client": "0",
     "wildcards.size": "10", "threads": "1", "params.metric": "weighted_final",
-    "params.scale": "paper", "params.methods": [HOSTILE, HOSTILE],
+    "params.scale": "paper", "params.fraction": "0.2", "params.methods": [HOSTILE, HOSTILE],
     "params.experiments": [HOSTILE], "params.mirrors": ["--mirror", HOSTILE],
     "params.public": ["--public", HOSTILE, "--public-data", HOSTILE],
     "params.exclude": ["--exclude-partition", HOSTILE],

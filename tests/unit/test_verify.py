@@ -272,3 +272,15 @@ def test_a_damaged_record_is_named_never_quoted(tmp_path: Path) -> None:
     detail = next(f.detail for f in findings if f.path == run)
     assert "does not hold a SHA-256 and a file name (39 bytes)" in detail
     assert "secret-hash" not in detail
+
+
+def test_the_last_line_says_what_snakemake_rebuilds(tmp_path: Path, capsys) -> None:
+    # it said "rerun snakemake to rebuild them" of a deleted record, which snakemake
+    # never rebuilds
+    results = _results(tmp_path)
+    digest_path(results / "runs/tiny/p/fedavg/split0-seed0.parquet").unlink()
+    _flip_keep_mtime(results / "runs/tiny/p/local/split0-seed0.parquet")
+    assert main(["verify", "--results", str(results)]) == 1
+    err = capsys.readouterr().err
+    assert "1 damaged (marked or set aside: the next snakemake rebuilds them)" in err
+    assert "1 without a digest record (snakemake does not rebuild these" in err

@@ -46,6 +46,11 @@ def test_damaged_partition_under_keep_going_leaves_a_partial_table(tmp_path: Pat
     assert partition.with_name("split0.parquet.corrupt-1").read_bytes() == bytes(data)
     rebuilt = {(rule, wc.get("partition")) for rule, wc in planned_jobs(snakemake(work, "-n"))}
     assert ("partition", partition.parent.name) in rebuilt, rebuilt
+    # the successful rerun removes the partial table it made stale (it stayed, unrecorded)
+    done = snakemake(work)
+    assert not (work / "results/partial/tiny.md").exists()
+    assert not (work / "results/partial/tiny.csv").exists()
+    assert "removed the partial table results/partial/tiny.md" in done.stdout + done.stderr
 
 
 # A damaged x.npy / meta.json was set aside (or x.npy removed) with "rerun snakemake",

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from typing import NoReturn
 
 from pflrepro.cli import data, people, reporting, training
 
@@ -45,10 +46,22 @@ DESCRIPTION = ("The reproducibility pipeline's command line: commands for people
                "job commands the Snakemake rules run, one stage each.")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block before it).
+
+    Its subcommands' parsers are of the same class (argparse makes them so).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line and exit 2 (argparse's status for usage errors)."""
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the "
+                     "options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="pflrepro", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog="pflrepro", description=DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--require-source", metavar="SRC",
                         help="refuse to run unless the pflrepro package imported is "

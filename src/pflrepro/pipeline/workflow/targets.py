@@ -7,6 +7,7 @@ that stopped early, and the labels and methods a table is given.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import WorkflowConfig, canonical_json
@@ -133,6 +134,27 @@ def write_partial_reports(cfg: WorkflowConfig) -> list[str]:
         if present and missing:
             written.append(md)
     return written
+
+
+def clear_partial_reports(cfg: WorkflowConfig) -> list[str]:
+    """After a successful workflow: remove the partial tables of complete experiments.
+
+    A partial table (:func:`write_partial_reports`) stands for runs that failed; once
+    every run of its experiment exists, the experiment's real table replaces it, and a
+    stale partial one beside it would say otherwise. Returns the files removed.
+    """
+    removed = []
+    for name in chosen_experiments(cfg):
+        if not all(Path(RUN.format(experiment=k.experiment, partition=k.partition,
+                                   method=k.method, split=k.split, seed=k.seed)).is_file()
+                   for method in cfg.experiments[name].methods for k in cfg.runs(name, method)):
+            continue
+        for ext in ("md", "csv"):
+            path = Path(PARTIAL_REPORT.format(experiment=name, ext=ext))
+            if path.is_file():
+                path.unlink()
+                removed.append(str(path))
+    return removed
 
 
 def all_targets(cfg: WorkflowConfig, claims: Sequence[Claim] | None = None) -> list[str]:
