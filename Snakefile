@@ -21,6 +21,13 @@ include: "workflow/rules/cost.smk"
 include: "workflow/rules/hints.smk"
 
 
+# What a profile sets for `train` (set-resources, groups: profiles/slurm's partition,
+# account, slurm_extra, group) reaches every rule it would submit, whatever its name:
+# the train_<runs>, tune_train and tune_train_<runs> rules too
+# (pflrepro.pipeline.workflow.cluster).
+W.share_training_settings(workflow)
+
+
 # Local runs: no job-rate limiter (its timers wake the scheduler once a second per job
 # finished so far; pflrepro.pipeline.workflow.drop_local_rate_limiter). Cluster executors keep it.
 # A local run whose config asks for CUDA on a machine without one stops here, before
@@ -31,10 +38,16 @@ onstart:
         raise WorkflowError(f"Invalid config: {_no_cuda}")
 
 
-# With --keep-going, the tables of experiments that lost some runs: results/partial/.
+# With --keep-going, the tables of experiments that lost some runs: results/partial/;
+# removed by the first successful run after which the experiment has every run.
 onerror:
     for report in W.write_partial_reports(CFG):
         print(f"partial table (the runs that finished; failed ones listed): {report}")
+
+
+onsuccess:
+    for stale in W.clear_partial_reports(CFG):
+        print(f"removed the partial table {stale}: its experiment has every run now")
 
 
 # Every rule but the training ones (`train`, `tune_train`, and the `train_<runs>` and

@@ -1,9 +1,9 @@
 """The CPU-scale FedeRiCo table through Snakemake: 2 cores as configured vs one job at a time.
 
 Builds ``results/tables/federico_table1_cpu.md`` from a reduced copy of config.yaml
-(``scale: cpu``; the table's experiments with 5 instead of 30 rounds and one split
-seed, see ``--rounds``/``--seeds``) in temporary directories, each variant twice in
-alternating order (``--repeats``):
+(``scale: cpu``; the table's experiments with 5 instead of 30 rounds, their tuning
+budgets scaled with them, and one split seed, see ``--rounds``/``--seeds``) in
+temporary directories, each variant twice in alternating order (``--repeats``):
 
 * **as configured**: ``snakemake --cores 2`` -- training jobs declare ``threads: 1``,
   so two run side by side, one torch thread each;
@@ -35,32 +35,28 @@ from typing import Any
 import yaml
 from _common import PYTHON, REPO, Report, median, table
 
+from pflrepro.config.shrink import shrink_config
+
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 TABLE = "federico_table1_cpu"
 TARGET = f"results/tables/{TABLE}.md"
 
 
 def reduced_config(rounds: int, seeds: int, methods: list[str] | None,
-                   partitions: int | None) -> dict[str, Any]:
-    """config.yaml at CPU scale, only the table's experiments, smaller."""
+                   partitions: int | None, digits_only: bool = False) -> dict[str, Any]:
+    """config.yaml at CPU scale, only the table's experiments, smaller (and still valid).
+
+    Through :func:`pflrepro.config.shrink.shrink_config`, which lowers each experiment's
+    tuning budget and grids with its rounds and methods.
+    """
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["scale"] = "cpu"
-    wanted = list(cfg["tables"][TABLE]["experiments"])
-    if not FASHION.is_dir():
-        wanted = [e for e in wanted if cfg["experiments"][e]["dataset"] != "fashion_mnist"]
-    exps = {}
-    for name in wanted:
-        exp = dict(cfg["experiments"][name])
-        exp["training"] = dict(exp.get("training", {}), rounds=rounds)
-        exp["split_seeds"] = list(exp.get("split_seeds", [0]))[:seeds]
-        exp["train_seeds"] = list(exp.get("train_seeds", [0]))[:1]
-        if methods:
-            exp["methods"] = [m for m in exp["methods"] if m in methods]
-        if partitions:
-            exp["partitions"] = exp["partitions"][:partitions]
-        exps[name] = exp
-    cfg["experiments"] = exps
-    cfg["tables"] = {TABLE: dict(cfg["tables"][TABLE], experiments=wanted)}
+    wanted = [e for e in cfg["tables"][TABLE]["experiments"]
+              if (FASHION.is_dir() and not digits_only)
+              or cfg["experiments"][e]["dataset"] != "fashion_mnist"]
+    cfg = shrink_config(cfg, experiments=wanted, rounds=rounds, split_seeds=seeds,
+                        train_seeds=1, methods=methods, partitions=partitions)
+    cfg["tables"] = {TABLE: cfg["tables"][TABLE]}
     return cfg
 
 
@@ -112,12 +108,9 @@ def run(quick: bool = False, rounds: int | None = None, seeds: int | None = None
     rounds = rounds or (1 if quick else 5)
     repeats = repeats or (1 if quick else 5)
     seeds = seeds or 1
+    # quick: digits only (no Fashion-MNIST preparation), FedAvg, one partition
     cfg = reduced_config(rounds, seeds, ["fedavg"] if quick else None,
-                         1 if quick else None)
-    if quick:  # digits only: no Fashion-MNIST preparation
-        cfg["experiments"] = {k: v for k, v in cfg["experiments"].items()
-                              if v["dataset"] == "digits"}
-        cfg["tables"][TABLE]["experiments"] = list(cfg["experiments"])
+                         1 if quick else None, digits_only=quick)
     n_runs = sum(len(e["partitions"]) * len(e["methods"]) * len(e["split_seeds"])
                  * len(e["train_seeds"]) for e in cfg["experiments"].values())
     rep = Report("grid")

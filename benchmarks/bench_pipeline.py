@@ -164,9 +164,14 @@ def write_runs(root: Path, runs: list[dict[str, Any]], scale: float = 1.0
 
 
 def aggregate(paths: list[Path], out: Path) -> int:
-    """What ``pflrepro aggregate`` does (:func:`pflrepro.store.results.aggregate`); returns rows."""
+    """What ``pflrepro aggregate`` does (:func:`pflrepro.store.results.aggregate`); returns rows.
+
+    The output's folder is made first, as Snakemake makes a job's output folders (the
+    store creates missing folders only inside the working directory).
+    """
     from pflrepro.store.results import aggregate as aggregate_tables
 
+    out.parent.mkdir(parents=True, exist_ok=True)
     return aggregate_tables(paths, out)
 
 

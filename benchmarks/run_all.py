@@ -2,6 +2,7 @@
 
     python benchmarks/run_all.py            # full sizes (tens of minutes on 2 cores)
     python benchmarks/run_all.py --quick    # tiny sizes, 1 repeat, 2 threads
+    python benchmarks/run_all.py --quick --skip paper_shapes   # all but one
 
 Prints a machine line first, then each benchmark's table, then the targets (met or
 not: reported, never asserted) and the correctness checks. Exits 1 only when a
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="tiny sizes, 1 repeat, 2 threads: checks results, not speed")
     p.add_argument("--only", help=f"comma-separated subset of {','.join(ORDER)}")
+    p.add_argument("--skip", help="comma-separated benchmarks to leave out (e.g. one that "
+                   "CI runs in a stage of its own)")
     p.add_argument("--threads", type=int,
                    help="threads (default: 2 with --quick, else torch's default, the cores)")
     p.add_argument("--two-threads", action="store_true",
@@ -41,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     if threads:
         torch.set_num_threads(threads)
     names = a.only.split(",") if a.only else list(ORDER)
-    unknown = sorted(set(names) - set(ORDER))
+    skipped = a.skip.split(",") if a.skip else []
+    unknown = sorted((set(names) | set(skipped)) - set(ORDER))
     if unknown:
         p.error(f"unknown benchmark(s) {unknown}; known: {list(ORDER)}")
+    names = [n for n in names if n not in skipped]
     start = time.perf_counter()
     print(machine_line(), flush=True)
     mm = mm_rate(repeats=3 if a.quick else 5)

@@ -10,8 +10,10 @@ own tiny project: tuning, reports, batched jobs, locks, damaged files, killed ru
 slurm`` the SLURM tier, ``pytest -m workflow`` the default tier's workflow tests (the
 ``workflow`` marker is no tier), ``pytest -m paper_smoke`` every paper-scale experiment
 on a smoke overlay and generated archives (tests/workflow/test_paper_smoke.py).
-``.ci/run`` runs the default tier, then ``pytest -m workflow_full``, then ``pytest -n0 -m
-"cpu_scale or slurm"`` (``bench``, speed ratios only, and ``paper_smoke`` are opt-in).
+``.ci/run`` runs the default tier, the benchmarks' quick mode (``benchmarks/run_all.py
+--quick``, the paper shapes in a stage of their own), then ``pytest -m workflow_full``,
+then ``pytest -n0 -m "cpu_scale or slurm"`` (the ``bench`` tier's every-method paper-shape
+case and ``paper_smoke`` are opt-in).
 
 Imports. ``pyproject.toml`` sets ``--import-mode=importlib``: pytest imports each test
 file under a name made from its path (``tests.unit.test_report``,

@@ -14,7 +14,8 @@
 # inside each job. State, spool, logs and the PID list live in $PFL_SLURM_DIR
 # (default /tmp/pflrepro-slurm). $PFL_SLURM_GPUS fake GPUs (1-4, default 2). Ports:
 # $PFL_SLURM_PORT (slurmctld, default 6817) and
-# the next one (slurmd). `start` is idempotent: it returns at once when its daemons
+# the next one (slurmd). Finished jobs are recorded in $PFL_SLURM_DIR/log/jobcomp.txt
+# (`sacct --completion`). `start` is idempotent: it returns at once when its daemons
 # are already running. Recipe and pitfalls: ../shared/notes/slurm-ci.md.
 set -euo pipefail
 
@@ -89,8 +90,11 @@ SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobCompType=jobcomp/none
-# No accounting database: sacct cannot answer, so clients must use squeue for job
+# SLURM's record of every finished job (partition, account, state, ...), one line each,
+# which sacct --completion reads without an accounting database.
+JobCompType=jobcomp/filetxt
+JobCompLoc=$DIR/log/jobcomp.txt
+# No accounting database: plain sacct cannot answer, so clients must use squeue for job
 # status, and finished jobs must stay visible to squeue/scontrol long enough.
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
@@ -168,7 +172,9 @@ start() {
     munge_ok || die "munge does not answer; see $DIR/log/munged.out"
   fi
 
-  # -c: start without the state of an earlier run (no stale jobs)
+  # -c: start without the state of an earlier run (no stale jobs); job ids start over,
+  # so the completion records start over too
+  rm -f "$DIR/log/jobcomp.txt"
   spawn slurmctld slurmctld -D -c
   for tool in $(seq 1 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
   spawn slurmd slurmd -D

@@ -228,7 +228,8 @@ def test_tuning_runs_per_job_chunk_a_methods_trials_per_partition() -> None:
                                 ("sigma1e-05_prox1", 0, 0))
     assert batch.trials[8] == ("sigma1e-05_prox0.1", 1, 0)
     assert batch.label.startswith("16runs-") and len(batch.label) == len("16runs-") + 10
-    assert batch.rule == "tune_train_" + batch.label.replace("-", "_")
+    # the rule says the method and which of its runs on a partition; files keep the label
+    assert batch.rule == "tune_train_fedamp_runs1to16of16"
     paths = W.tune_run_paths(cfg, "tiny", "fedamp")
     wildcards = SimpleNamespace(experiment="tiny", partition=PID, method="fedamp")
     assert W.tune_member_paths(wildcards, batch.trials, W.TUNE_RUN) == \
@@ -239,7 +240,10 @@ def test_tuning_runs_per_job_chunk_a_methods_trials_per_partition() -> None:
     assert [len(b.trials) for b in batches] == [5, 5, 5, 1]
     assert [t for b in batches for t in b.trials] == \
         list(batch.trials)
-    assert len({b.rule for b in batches}) == 4
+    assert [b.rule for b in batches] == [
+        "tune_train_fedamp_runs1to5of16", "tune_train_fedamp_runs6to10of16",
+        "tune_train_fedamp_runs11to15of16", "tune_train_fedamp_runs16to16of16"]
+    assert W.unique_names(["a", "b", "a", "a"]) == ["a", "b", "a_2", "a_3"]
 
 
 # ------------------------------------------------------------- Snakemake's rate limiter

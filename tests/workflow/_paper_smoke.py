@@ -38,6 +38,7 @@ import numpy as np
 import yaml
 
 from pflrepro.config import merge_configs
+from pflrepro.config.shrink import shrink_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "config" / "paper_smoke.yaml"
@@ -81,11 +82,14 @@ def overlay(raw: dict[str, Any]) -> dict[str, Any]:
     """The smoke overlay of the config ``raw`` (config.yaml read with plain YAML)."""
     experiments: dict[str, dict[str, Any]] = {}
     for name, exp in paper_experiments(raw).items():
-        entry: dict[str, Any] = {"training": {"rounds": TRAIN_ROUNDS},
-                                 "split_seeds": exp.get("split_seeds", [0])[:1],
-                                 "train_seeds": exp.get("train_seeds", [0])[:1]}
+        # the sizes from the one shrinking helper; the overlay holds only the keys it sets
+        small = shrink_experiment(exp, raw.get("training") or {}, rounds=TRAIN_ROUNDS,
+                                  tune_rounds=TUNE_ROUNDS, split_seeds=1, train_seeds=1)
+        entry: dict[str, Any] = {"training": {"rounds": small["training"]["rounds"]},
+                                 "split_seeds": small["split_seeds"],
+                                 "train_seeds": small["train_seeds"]}
         if "tune" in exp:
-            entry["tune"] = {"rounds": TUNE_ROUNDS}
+            entry["tune"] = {"rounds": small["tune"]["rounds"]}
         rows = {"max_samples": FASHION_SAMPLES} if exp["dataset"] == "fashion_mnist" else {}
         # partition labels head a table's columns: each carries the mark
         entry["partitions"] = [{**p, **rows, "label": f"{p['label']} {MARK}"}

@@ -27,11 +27,17 @@ def test_plan_of_a_fresh_project(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     runs = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
-    assert out.startswith(f"42 job(s) would run ({runs} training run(s)): 42 build missing "
-                          "outputs, 0 rebuild stale ones\n")
+    assert out.startswith(f"42 job(s) would run ({runs} training run(s), 0 tuning run(s)): "
+                          "42 build missing outputs, 0 rebuild stale ones\n")
     lines = [line.split() for line in out.splitlines()]
     assert ["train", str(runs)] in lines and ["prepare_data", "1"] in lines
-    assert ["tiny", "26"] in lines
+    # by paper, then experiment: jobs, training runs, tuning runs, GPU-hours from FLOPs
+    # of the config the workflow merged (every run priced)
+    tiny = [line for line in lines if line[:1] == ["tiny"]]
+    assert len(tiny) == 2 and tiny[0] == tiny[1] and tiny[0][1:4] == ["26", str(runs), "0"]
+    assert float(tiny[0][4]) > 0
+    assert f"projected GPU-hours of the {runs} training and 0 tuning run(s): {tiny[0][4]}" in out
+    assert "not priced" not in out
     assert ["missing", "output", "files", "42"] in lines
     assert "all" not in [line[0] for line in lines if line]  # the target rule is no work
     # a Snakemake error is one line

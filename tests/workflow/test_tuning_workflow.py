@@ -175,7 +175,7 @@ def test_tuning_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(tmp_path
     assert "checkpoint tune_select:" in plan.stdout + plan.stderr
     assert any(r.startswith("train_") for r in final), final
     rules = Counter(r for r, _ in planned_jobs(snakemake(shared, "-n", *targets)))
-    batch = [r for r in rules if r.startswith("tune_train_2runs_")]
+    batch = [r for r in rules if r.startswith("tune_train_fedamp_runs1to2of2")]
     assert "tune_train" not in rules and len(batch) == 1 and rules[batch[0]] == 1, rules
     snakemake(shared, *targets)
     for target in targets:

@@ -14,6 +14,7 @@ import pflrepro.pipeline.workflow as W
 import pflrepro.pipeline.tuning_jobs as TJ
 import pflrepro.config as C
 import pflrepro.pipeline.other_configs as OC
+import pflrepro.pipeline.plan_cost as PLAN_COST
 from pflrepro.config.errors import located, refuse_periodic_names
 from pflrepro.pipeline.data_targets import prepared_files
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
@@ -47,6 +48,10 @@ try:
     refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
+
+# `pflrepro plan` prices the planned runs of the config merged here (its dry run names a
+# file in PFLREPRO_PLAN_CONFIG; otherwise nothing is written).
+PLAN_COST.export_config(config)
 
 # The rules' conda environment (--use-conda), relative to workflow/rules/; the project
 # itself is installed into it by workflow/envs/pflrepro.post-deploy.sh.

@@ -74,9 +74,10 @@ rule tune_train:
 # a tuned method on a partition (split seeds x grid points x tuning seeds), `runs_per_job`
 # at a time, one after another in one process (`pflrepro train`'s list arguments), each
 # with the bytes it has when trained alone, its own log (W.TUNE_LOG) and table. One rule
-# per chunk of runs of a method (W.tune_batches; the name counts the runs and digests
-# them), shared by the experiments with that chunk; the job's stderr goes to
-# W.TUNE_BATCH_LOG. TUNE_BATCHES, tune_batch_function: common.smk.
+# per chunk of runs of a method (W.tune_batches; named by the method and which of its
+# runs, e.g. tune_train_fedamp_runs1to6of6; its files by a digest of them), shared by the
+# experiments with that chunk; the job's stderr goes to W.TUNE_BATCH_LOG. TUNE_BATCHES,
+# tune_batch_function: common.smk.
 for _tune in TUNE_BATCHES:
 
     rule:

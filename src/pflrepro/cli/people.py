@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pflrepro.store.targets import output_file
+
 
 def _positive_minutes(text: str) -> float:
     """The ``--stale-after`` type: a finite number of minutes > 0."""
@@ -37,9 +39,33 @@ def _list(args: argparse.Namespace) -> None:
     sys.stdout.write(render(args.what, cfg))
 
 
+def _positive_seconds(text: str) -> float:
+    """The ``--watch`` type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    return value
+
+
+def _run_view(args: argparse.Namespace) -> None:
+    from pflrepro.pipeline.watch import watch
+
+    extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
+    if args.profile:
+        extra = ["--profile", args.profile, *extra]
+    watch(".", interval=args.watch, args=extra or None, use_plan=not args.no_plan,
+          out=sys.stdout)
+
+
 def _status(args: argparse.Namespace) -> None:
     from pflrepro.pipeline.status import format_status, iter_expected, job_status, tuning_warnings
 
+    if args.watch is not None or args.run:
+        _run_view(args)
+        return
     results = Path(args.results)
     if not results.is_dir():
         what = "is not a directory" if results.exists() else "does not exist"
@@ -70,10 +96,15 @@ def _verify(args: argparse.Namespace) -> None:
     print(f"{checked} stored file(s) under {args.results} and {figures} checked: "
           f"{len(bad)} damaged or undigested"
           + (f", {adopted} adopted" if args.adopt else ""))
+    damaged = sum(f.status == "damaged" for f in bad)
+    parts = ([f"{damaged} damaged (marked or set aside: the next snakemake rebuilds them)"]
+             if damaged else [])
+    if len(bad) > damaged:
+        parts.append(f"{len(bad) - damaged} without a digest record (snakemake does not "
+                     "rebuild these: delete each so that the next snakemake writes it "
+                     "again, or trust them as they are with `pflrepro verify --adopt`)")
     if bad:
-        raise ValueError(f"{len(bad)} stored file(s) damaged or without a digest record "
-                         "(listed above); damaged ones are marked or set aside: rerun "
-                         "snakemake to rebuild them")
+        raise ValueError("stored files listed above: " + "; ".join(parts))
 
 
 def _schema(args: argparse.Namespace) -> None:
@@ -98,12 +129,20 @@ def _check_config(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.plan import dry_run, parse_dry_run, summary
+    from pflrepro.pipeline.plan import dry_run, parse_config, parse_dry_run, summary
+    from pflrepro.pipeline.plan_cost import Device
 
+    device = Device(args.device_name or (Device.name if args.device_tflops is None
+                                         else "your device"),
+                    Device.peak_tflops if args.device_tflops is None else args.device_tflops,
+                    args.efficiency)
+    device.rate  # noqa: B018 (checks the numbers before the dry run)
     extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
     if args.profile:
         extra = ["--profile", args.profile, *extra]
-    sys.stdout.write(summary(parse_dry_run(dry_run(extra)), Path(args.projection)))
+    text, config = dry_run(extra)
+    sys.stdout.write(summary(parse_dry_run(text), Path(args.projection),
+                             config=parse_config(config), device=device))
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
@@ -124,6 +163,15 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--profile", help="Snakemake profile (e.g. profiles/demo)")
     p.add_argument("--projection", default="results/tables/cost-projection.csv",
                    help="the measured cost projection pricing the training runs, if it exists")
+    from pflrepro.reporting.flops import DEVICE, UTILISATION
+
+    p.add_argument("--device-tflops", type=float, metavar="PEAK",
+                   help=f"the device's dense peak in TFLOP/s that the GPU-hours are projected "
+                   f"at (default: {DEVICE['name']}, {DEVICE['precision']}, "
+                   f"{DEVICE['peak_tflops']})")
+    p.add_argument("--efficiency", type=float, default=UTILISATION, metavar="FRACTION",
+                   help=f"fraction of the peak assumed sustained (default {UTILISATION})")
+    p.add_argument("--device-name", help="the device's name in the output")
     p.add_argument("snakemake", nargs=argparse.REMAINDER, metavar="-- ARGS",
                    help="further Snakemake arguments after `--` (--config scale=cpu, targets)")
     p.set_defaults(func=_plan)
@@ -137,6 +185,19 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    "listed as pending")
     p.add_argument("--stale-after", type=_positive_minutes, default=60.0, metavar="MINUTES",
                    help="a job whose log has not changed for this long is 'stale'")
+    p.add_argument("--run", action="store_true",
+                   help="instead: the whole Snakemake run in this directory (its newest "
+                   "log): jobs done, running, failed and left by stage, runs left, time left")
+    p.add_argument("--watch", nargs="?", type=_positive_seconds, const=5.0, metavar="SECONDS",
+                   help="--run, refreshed every SECONDS (default 5) until the run ends or "
+                   "Ctrl-C")
+    p.add_argument("--profile", help="--run/--watch: the run's Snakemake profile, for the "
+                   "plan of the jobs left (default: the running Snakemake's own arguments)")
+    p.add_argument("--no-plan", action="store_true",
+                   help="--run/--watch: no dry run of the jobs left (their runs and FLOPs "
+                   "then come from the jobs started so far)")
+    p.add_argument("snakemake", nargs=argparse.REMAINDER, metavar="-- ARGS",
+                   help="--run/--watch: Snakemake arguments of the plan after `--`")
     p.set_defaults(func=_status)
 
     p = sub.add_parser("verify", help="check every stored file's digest (bit rot); mark "
@@ -158,5 +219,5 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
 
     p = sub.add_parser("schema", help="print or write the config schema")
     p.add_argument("--write", action="store_true")
-    p.add_argument("--path", type=Path)
+    p.add_argument("--path", type=output_file)
     p.set_defaults(func=_schema)

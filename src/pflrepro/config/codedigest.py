@@ -82,7 +82,19 @@ def _with_parents(module: str) -> list[str]:
 
 
 def _imported_modules(root: Path, module: str, path: Path) -> list[str]:
-    """The modules under ``root`` that ``module`` (at ``path``) imports at run time."""
+    """The modules under ``root`` that ``module`` (at ``path``) imports at run time.
+
+    Remembered per file version (its modification time and size): a dry run asks for
+    the same closures once per experiment.
+    """
+    stat = path.stat()
+    return list(_imported_modules_of(root, module, path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imported_modules_of(root: Path, module: str, path: Path, mtime_ns: int, size: int
+                         ) -> tuple[str, ...]:
+    """:func:`_imported_modules` of one version of the file (the cache's key)."""
     tree = ast.parse(path.read_bytes(), filename=str(path))
     out: list[str] = []
     for node in _runtime_imports(tree):
@@ -96,8 +108,8 @@ def _imported_modules(root: Path, module: str, path: Path) -> list[str]:
         # ``from pkg import name``: ``name`` may be a submodule (then it is imported)
         out += [f"{target}.{alias.name}" for alias in node.names if alias.name != "*"
                 and module_file(root, f"{target}.{alias.name}") is not None]
-    return [m for name in out for m in _with_parents(name)
-            if module_file(root, m) is not None]
+    return tuple(m for name in out for m in _with_parents(name)
+                 if module_file(root, m) is not None)
 
 
 def import_closure(root: Path, entries: Iterable[str], known: Collection[str] = ()

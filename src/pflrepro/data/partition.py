@@ -31,6 +31,7 @@ list of schemes comes from there.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from abc import ABC, abstractmethod
@@ -118,9 +119,12 @@ class Partitioner(ABC):
         """
 
     # ------------------------------------------------------------------ shared
-    @property
+    @functools.cached_property
     def id(self) -> str:
-        """Path-safe identifier holding every parameter, e.g. ``label_groups-clients8-groups4``."""
+        """Path-safe identifier holding every parameter, e.g. ``label_groups-clients8-groups4``.
+
+        Computed once per partitioner (it is frozen): a dry run asks for it per job.
+        """
         parts = [self.scheme]
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

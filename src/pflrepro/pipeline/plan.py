@@ -2,10 +2,16 @@
 
 A dry run lists every job with its rule, wildcards, outputs and the reasons it runs;
 for a paper-scale config that is thousands of blocks. :func:`parse_dry_run` reads them
-back, and :func:`summary` counts the jobs by rule and by experiment, how many build
-missing outputs and how many rebuild stale ones, each reason's count, and, when the
-measured cost projection (``results/tables/cost-projection.csv``) prices the planned
-training runs' experiments and methods, their projected hours.
+back, and :func:`summary` counts the jobs by paper and experiment (with their training
+and tuning runs and projected GPU-hours, :mod:`pflrepro.pipeline.plan_cost`), by rule,
+how many build missing outputs and how many rebuild stale ones, each reason's count,
+and, when the measured cost projection (``results/tables/cost-projection.csv``) prices
+the planned training runs' experiments and methods, their projected hours.
+
+A job's runs are found from its outputs, not its rule's name: every output at a run's
+path (:data:`pflrepro.store.paths.RUN`) is a training run and every output at a
+tuning run's path (``TUNE_RUN``) a tuning run, whichever rule (``train``, the batch
+rules ``train_<runs>``, ``tune_train``, ``tune_train_<runs>``) writes it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pflrepro.pipeline.plan_cost import CONFIG_ENV, Device, cost_lines, plan_cost
+from pflrepro.pipeline.workflow.tuning import TUNE_RUN
+from pflrepro.store.paths import RUN
+
+if TYPE_CHECKING:
+    from pflrepro.config import WorkflowConfig
 
 #: The reason Snakemake gives a job whose outputs do not exist yet.
 MISSING = "missing output files"
@@ -28,6 +42,23 @@ TARGET_RULE = "all"
 #: The measured cost projection of the paper grid (pflrepro.reporting.cost_projection).
 PROJECTION = "results/tables/cost-projection.csv"
 _HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+
+
+def path_regex(template: str) -> re.Pattern[str]:
+    """A regex of the paths of a pattern, matched at a path's end.
+
+    Each ``{field}`` is a named group of one path part (``split`` and ``seed``: digits).
+    """
+    parts = re.split(r"\{(\w+)\}", template)
+    body = "".join(re.escape(part) if i % 2 == 0
+                   else f"(?P<{part}>\\d+)" if part in ("split", "seed")
+                   else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts))
+    return re.compile(f"(?:^|/){body}$")
+
+
+#: Paths of a training run's and a tuning run's table (what marks a job as training).
+RUN_PATH = path_regex(RUN)
+TUNE_RUN_PATH = path_regex(TUNE_RUN)
 
 
 @dataclass
@@ -39,11 +70,28 @@ class PlannedJob:
     outputs: list[str] = field(default_factory=list)
     #: The kinds of reason, lower case, without their file lists.
     reasons: list[str] = field(default_factory=list)
+    #: The parameters whose value changed (:func:`changed_params`), from the reason.
+    changed: list[str] = field(default_factory=list)
+
+    def runs(self, kind: str = "train") -> list[tuple[str, str]]:
+        """(experiment, method) of each run of ``kind`` this job trains.
+
+        Its outputs at a training run's path (``kind`` ``"train"``) or at a tuning run's
+        path (``"tune"``).
+        """
+        regex = RUN_PATH if kind == "train" else TUNE_RUN_PATH
+        return [(m["experiment"], m["method"]) for o in self.outputs
+                if (m := regex.search(o)) is not None]
 
     @property
     def training_runs(self) -> int:
-        """Runs this job trains (a ``train`` or batched ``train_<runs>`` job), else 0."""
-        return len(self.outputs) if re.fullmatch(r"train(_\d+)?", self.rule) else 0
+        """Training runs this job trains (0 for a job that trains none)."""
+        return len(self.runs("train"))
+
+    @property
+    def tuning_runs(self) -> int:
+        """Tuning runs this job trains (0 for a job that trains none)."""
+        return len(self.runs("tune"))
 
 
 def parse_dry_run(text: str) -> list[PlannedJob]:
@@ -69,7 +117,58 @@ def parse_dry_run(text: str) -> list[PlannedJob]:
         elif key == "reason":
             current.reasons = [part.split(":", 1)[0].strip().lower()
                                for part in value.split("; ") if part.strip()]
+            current.changed = changed_params(value)
     return [j for j in jobs if j.rule != TARGET_RULE]
+
+
+def _json_values(text: str) -> list[Any]:
+    """Every JSON object or array in ``text``, in order (a JSON string holding one, read)."""
+    import json
+
+    decoder, found, i = json.JSONDecoder(), [], 0
+    while (i := min((j for j in (text.find("{", i), text.find("[", i)) if j >= 0),
+                    default=-1)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i += 1
+            continue
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list) and all(isinstance(x, str) for x in item):
+                stack += [json.loads(x) for x in item if x[:1] in "{["]
+            else:
+                found.append(item)
+        i = end
+    return found
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def changed_params(reason: str) -> list[str]:
+    """The keys whose values differ in Snakemake's "Params have changed" reason.
+
+    Snakemake prints the whole params before and now (``before: ... now: ...``: for
+    a training job its spec, about 1,500 characters of JSON); the keys named here
+    (``training.rounds``, ``hyper.mu``) are what changed, compared key by key.
+    """
+    head, _, rest = reason.partition("Params have changed since last execution")
+    before, _, now = rest.partition(" now: ")
+    if not now:
+        return []
+    old = [_flatten(v) for v in _json_values(before.split("before: ", 1)[-1])]
+    new = [_flatten(v) for v in _json_values(now.split("; ", 1)[0] if "; " in now else now)]
+    keys = set().union(*old, *new) if old or new else set()
+    return sorted(k for k in keys
+                  if {repr(o.get(k)) for o in old} != {repr(n.get(k)) for n in new})
 
 
 def projected_hours(jobs: Sequence[PlannedJob], projection: Path) -> tuple[float, int, int]:
@@ -86,13 +185,12 @@ def projected_hours(jobs: Sequence[PlannedJob], projection: Path) -> tuple[float
     per_run = {(str(r.experiment), str(r.method)): float(r.hours) / float(r.runs)
                for r in table.itertuples() if float(r.runs) > 0 and math.isfinite(float(r.hours))}
     hours, priced, unpriced = 0.0, 0, 0
-    for job in jobs:
-        key = (job.wildcards.get("experiment", ""), job.wildcards.get("method", ""))
+    for key in (k for job in jobs for k in job.runs("train")):
         if key in per_run:
-            hours += per_run[key] * job.training_runs
-            priced += job.training_runs
+            hours += per_run[key]
+            priced += 1
         else:
-            unpriced += job.training_runs
+            unpriced += 1
     return hours, priced, unpriced
 
 
@@ -101,20 +199,29 @@ def _counts(title: str, counter: Counter[str]) -> list[str]:
     return [title, *(f"  {k:<{width}}{n}" for k, n in counter.most_common())]
 
 
-def summary(jobs: Sequence[PlannedJob], projection: Path | None = None) -> str:
-    """The plan in a few lines: totals, by rule, by experiment, reasons, projected cost."""
+def summary(jobs: Sequence[PlannedJob], projection: Path | None = None, *,
+            config: WorkflowConfig | None = None, device: Device | None = None) -> str:
+    """The plan in a few lines: totals, by paper and experiment, by rule, reasons, cost.
+
+    By paper and experiment: jobs, training and tuning runs and GPU-hours projected from
+    FLOPs on ``device`` for ``config``'s experiments; last, the measured projection's
+    hours where ``projection`` exists.
+    """
     if not jobs:
         return "nothing to run: every output is present and up to date\n"
+    device = device or Device()
     missing = sum(MISSING in j.reasons for j in jobs)
     runs = sum(j.training_runs for j in jobs)
-    lines = [f"{len(jobs)} job(s) would run ({runs} training run(s)): {missing} build missing "
-             f"outputs, {len(jobs) - missing} rebuild stale ones", ""]
+    tuning = sum(j.tuning_runs for j in jobs)
+    lines = [f"{len(jobs)} job(s) would run ({runs} training run(s), {tuning} tuning run(s)): "
+             f"{missing} build missing outputs, {len(jobs) - missing} rebuild stale ones", ""]
+    lines += cost_lines(plan_cost(jobs, config, device), device) + [""]
     lines += _counts("by rule:", Counter(j.rule for j in jobs)) + [""]
-    lines += _counts("by experiment:", Counter(j.wildcards.get("experiment", "(none: data, "
-                                                             "partitions, combined tables)")
-                                               for j in jobs)) + [""]
     lines += _counts("why (a job may have several reasons):",
                      Counter(r for j in jobs for r in dict.fromkeys(j.reasons)))
+    changed = Counter(k for j in jobs for k in j.changed)
+    if changed:
+        lines += [""] + _counts("params changed, by key (jobs):", changed)
     if runs and projection is not None and projection.is_file():
         hours, priced, unpriced = projected_hours(jobs, projection)
         lines += ["", f"projected training time of {priced} of the {runs} run(s): {hours:.2f} h "
@@ -132,15 +239,36 @@ def snakemake_command() -> list[str]:
     raise ValueError("snakemake is not installed here (pip install -e . installs it)")
 
 
-def dry_run(args: Sequence[str]) -> str:
-    """``snakemake -n ARGS`` in the current directory: its output (one-line error if it fails)."""
-    proc = subprocess.run([*snakemake_command(), "-n", *args], capture_output=True, text=True,
-                          check=False)
+def dry_run(args: Sequence[str]) -> tuple[str, dict[str, Any] | None]:
+    """``snakemake -n ARGS`` in the current directory: its output and the merged config.
+
+    The config is what the workflow wrote where :data:`CONFIG_ENV` names (None if it
+    wrote none); a failed dry run raises ``ValueError`` with Snakemake's message.
+    """
+    import json
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pflrepro-plan-") as tmp:
+        exported = Path(tmp) / "config.json"
+        proc = subprocess.run([*snakemake_command(), "-n", *args], capture_output=True,
+                              text=True, check=False,
+                              env={**os.environ, CONFIG_ENV: str(exported)})
+        config = json.loads(exported.read_text()) if exported.is_file() else None
     text = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise ValueError(f"snakemake -n {' '.join(args)} failed (exit {proc.returncode}): "
                          f"{error_line(text)}")
-    return text
+    return text, config
+
+
+def parse_config(config: dict[str, Any] | None) -> WorkflowConfig | None:
+    """The merged config a dry run exported, parsed (None if there is none)."""
+    if config is None:
+        return None
+    from pflrepro.config import parse
+
+    return parse(config)
 
 
 def error_line(text: str) -> str:

@@ -10,6 +10,7 @@ selection's hyperparameters go into a run's ``params``, a shared training settin
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -62,12 +63,17 @@ def _run_key(wildcards: Any) -> RunKey:
                   method=wildcards.method, split=int(wildcards.split), seed=int(wildcards.seed))
 
 
+@functools.lru_cache(maxsize=1024)
+def _points_by_id(grids: tuple[Grid, ...]) -> dict[str, dict[str, float]]:
+    """A method's grid points by their ids (a dry run asks once per tuning job)."""
+    return {point_id(p): p for p in grid_points(grids)}
+
+
 def tune_run_spec_json(cfg: WorkflowConfig, wildcards: Any) -> str:
     """A tuning run's spec: the final run's, with the grid point's params and the budget."""
     exp = cfg.experiments[wildcards.experiment]
     method = cfg.methods[wildcards.method]
-    points = {point_id(p): p for p in grid_points(exp.tune.methods[wildcards.method])}
-    point = points[wildcards.point]
+    point = dict(_points_by_id(exp.tune.methods[wildcards.method])[wildcards.point])
     spec = cfg.run_spec(_run_key(wildcards))
     spec["training"] = {**spec["training"], "rounds": exp.tune.rounds}
     if wildcards.method == shared_tuning_method(cfg, wildcards.experiment):

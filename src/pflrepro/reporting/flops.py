@@ -217,39 +217,65 @@ def paper_of(experiment: str) -> str:
     return experiment.split("_", 1)[0]
 
 
+def method_flops(cfg: WorkflowConfig, name: str, method: str
+                 ) -> tuple[dict[str, float], float]:
+    """FLOPs of one run of ``method`` on experiment ``name``, and of one tuning run.
+
+    The run's are split as :func:`run_flops` splits them; the tuning run's (0 without
+    a ``tune:`` block) are one number.
+
+    A tuning run trains ``tune.rounds`` rounds on the training rows less the validation
+    share and is evaluated on that share. Raises ``KeyError`` for a data set
+    :data:`DATA` does not describe.
+    """
+    exp = cfg.experiments[name]
+    public = exp.public.size if exp.public is not None else 0
+    hp = hyperparameters(cfg, method)
+    work = algorithm_work(cfg.methods[method].algorithm, hp, exp.partitions[0].clients)
+    one = run_flops(exp, work, rounds=exp.training.rounds, train_share=1.0, eval_share=1.0,
+                    public_size=public)
+    if exp.tune is None:
+        return one, 0.0
+    share = exp.tune.fraction
+    tune_one = run_flops(exp, work, rounds=exp.tune.rounds, train_share=1 - share,
+                         eval_share=(1 - exp.partitions[0].test_fraction) * share,
+                         public_size=public)
+    return one, sum(tune_one.values())
+
+
+def tuning_runs_of(exp: ExperimentConfig, method: str) -> int:
+    """The tuning runs of ``method`` on ``exp``: grid points x seeds x partitions x splits."""
+    grids = exp.tune.methods.get(method) if exp.tune is not None else None
+    if not grids:
+        return 0
+    points = math.prod(len(g.values) for g in grids) * len(exp.tune.seeds)
+    return points * len(exp.partitions) * len(dict.fromkeys(s for s, _ in exp.seed_pairs()))
+
+
+def check_device(peak_tflops: float, utilisation: float) -> float:
+    """The sustained rate in FLOP/s of a device peak and a fraction of it (both checked)."""
+    if not (0 < peak_tflops < math.inf and 0 < utilisation <= 1):
+        raise ValueError(f"grid projection: peak must be > 0 and utilisation in (0, 1], got "
+                         f"{peak_tflops} TFLOP/s and {utilisation}")
+    return peak_tflops * 1e12 * utilisation
+
+
 def grid_projection(cfg: WorkflowConfig, scale: str = "paper", *,
                     peak_tflops: float = DEVICE["peak_tflops"],  # type: ignore[assignment]
                     utilisation: float = UTILISATION) -> pd.DataFrame:
     """Per (experiment, method) of the ``scale`` grid: runs, FLOPs and projected GPU-hours."""
     import pandas as pd
 
-    if not (peak_tflops > 0 and 0 < utilisation <= 1):
-        raise ValueError(f"grid projection: peak must be > 0 and utilisation in (0, 1], got "
-                         f"{peak_tflops} TFLOP/s and {utilisation}")
-    rate = peak_tflops * 1e12 * utilisation
+    rate = check_device(peak_tflops, utilisation)
     rows = []
     for name, exp in cfg.experiments.items():
         if exp.scale != scale:
             continue
         runs = len(exp.seed_pairs()) * len(exp.partitions)
-        public = exp.public.size if exp.public is not None else 0
-        clients = exp.partitions[0].clients
         for method in exp.methods:
-            hp = hyperparameters(cfg, method)
-            work = algorithm_work(cfg.methods[method].algorithm, hp, clients)
-            one = run_flops(exp, work, rounds=exp.training.rounds, train_share=1.0,
-                            eval_share=1.0, public_size=public)
-            tuning_runs, tuning = 0, 0.0
-            grids = exp.tune.methods.get(method) if exp.tune is not None else None
-            if grids:
-                points = math.prod(len(g.values) for g in grids) * len(exp.tune.seeds)
-                tuning_runs = points * len(exp.partitions) * len(dict.fromkeys(
-                    s for s, _ in exp.seed_pairs()))
-                share = exp.tune.fraction
-                tune_one = run_flops(exp, work, rounds=exp.tune.rounds, train_share=1 - share,
-                                     eval_share=(1 - exp.partitions[0].test_fraction) * share,
-                                     public_size=public)
-                tuning = tuning_runs * sum(tune_one.values())
+            one, tune_one = method_flops(cfg, name, method)
+            tuning_runs = tuning_runs_of(exp, method)
+            tuning = tuning_runs * tune_one
             flops = runs * sum(one.values()) + tuning
             rows.append({"paper": paper_of(name), "experiment": name, "method": method,
                          "algorithm": cfg.methods[method].algorithm,

@@ -9,6 +9,7 @@ loop, take theirs from :func:`figure_log`).
 
 from __future__ import annotations
 
+from pflrepro.pipeline.workflow.cluster import share_training_settings
 from pflrepro.pipeline.workflow.figures import (
     alternation,
     architecture_names,
@@ -108,6 +109,7 @@ from pflrepro.pipeline.workflow.targets import (
     claims_inputs,
     claims_scale,
     claims_targets,
+    clear_partial_reports,
     cost_targets,
     display_labels,
     drop_local_rate_limiter,
@@ -141,6 +143,7 @@ from pflrepro.pipeline.workflow.tuning import (
     tune_targets,
     tune_trials,
     tuned_methods,
+    unique_names,
 )
 from pflrepro.reporting.cost_projection import COST_PROJECTION
 from pflrepro.store.paths import AGGREGATE, DATA_DIR, METHOD_AGGREGATE, PARTITION, PUBLIC, RUN
@@ -182,10 +185,11 @@ __all__ = ["AGGREGATE", "AGGREGATE_LOG", "BATCH_BENCHMARK", "BATCH_LOG", "BENCHM
            "partition_code", "partition_spec_json", "partition_targets", "pattern",
            "plot_input", "plot_options", "public_exclude_arg", "read_selection",
            "recording", "report_table_names", "report_targets", "run_paths",
-           "run_spec_json", "runs_here", "runs_per_job", "single_run_experiments",
+           "run_spec_json", "runs_here", "runs_per_job", "share_training_settings",
+           "single_run_experiments",
            "single_run_tune_experiments", "stored_targets", "table_inputs",
            "table_methods", "table_tuning_json", "train_batches", "train_public_args",
            "train_public_inputs", "train_resource", "tune_batches", "tune_member_paths",
            "tune_plan_json", "tune_run_paths", "tune_targets", "tune_trials",
-           "tuned_methods", "weighted_methods", "weights_method",
-           "write_partial_reports"]
+           "tuned_methods", "unique_names", "weighted_methods", "weights_method",
+           "write_partial_reports", "clear_partial_reports"]

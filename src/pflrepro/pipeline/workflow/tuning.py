@@ -75,6 +75,8 @@ class TuneBatch:
     method: str
     trials: tuple[tuple[str, int, int], ...]
     experiments: tuple[str, ...]
+    #: Its rule's name (:func:`tune_batches`), e.g. ``tune_train_fedamp_runs1to12of12``.
+    name: str = ""
 
     @property
     def label(self) -> str:
@@ -90,12 +92,16 @@ class TuneBatch:
 
     @property
     def rule(self) -> str:
-        """The Snakemake rule that trains them."""
-        return f"tune_train_{self.label.replace('-', '_')}"
+        """The Snakemake rule that trains them: :attr:`name`, else named by the label."""
+        return self.name or f"tune_train_{self.label.replace('-', '_')}"
 
 
 def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]:
     """The tuning jobs of the experiments whose scale trains several runs per job.
+
+    Each job's rule is named by its method and which of the method's runs on a
+    partition it trains (``tune_train_fedamp_runs1to12of36``; :func:`unique_names`
+    where two experiments' chunks would share a name); its files keep the digest label.
 
     A tuned method's runs on one partition of an experiment (its split seeds, grid
     points and tuning seeds, in :func:`tune_trials` order) cut into chunks of
@@ -106,6 +112,7 @@ def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]
     from pflrepro.tuning import point_id
 
     found: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[str]] = {}
+    names: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
     for name, exp in cfg.experiments.items():
         size = runs_per_job(raw, exp.scale)
         if size == 1:
@@ -114,10 +121,30 @@ def tune_batches(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[TuneBatch]
             first = exp.partitions[0].id  # every partition has the same trials
             trials = tuple((point_id(t["point"]), int(t["split"]), int(t["seed"]))
                            for t in tune_trials(cfg, name, method) if t["partition"] == first)
+            start = 1
             for chunk in chunks(trials, size):
-                found.setdefault((method, chunk), []).append(name)
-    return [TuneBatch(method, trials, tuple(names))
-            for (method, trials), names in found.items()]
+                key = (method, chunk)
+                found.setdefault(key, []).append(name)
+                names.setdefault(key, f"tune_train_{method}_runs{start}to"
+                                      f"{start + len(chunk) - 1}of{len(trials)}")
+                start += len(chunk)
+    return [TuneBatch(method, trials, tuple(experiments), rule)
+            for (method, trials), experiments, rule in zip(
+                found, found.values(), unique_names([names[k] for k in found]), strict=True)]
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with ``_2``, ``_3``, ... after the second and later of a repeated one.
+
+    Two tuned experiments with the same method but other grid points have chunks at the
+    same positions; the suffix keeps their rules apart.
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return out
 
 
 def single_run_tune_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> list[str]:
