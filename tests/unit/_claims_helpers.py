@@ -166,3 +166,21 @@ def traffic(method: str, per_client: float, **kw: Any) -> pd.DataFrame:
     per_round = {0: [per_client] * 2, 1: [per_client] * 2}
     return make_run(method, {0: [0.1, 0.1], 10: [0.8, 0.8]},
                     per_client={COMM_UP: per_round, COMM_DOWN: per_round}, **kw)
+
+
+def block(groups: Sequence[int], lone_self: float = 1.0) -> np.ndarray:
+    """Fig. 3's block structure: weight spread evenly over the client's distribution.
+
+    A client alone in its distribution keeps ``lone_self`` on itself and spreads the
+    rest evenly over the other clients.
+    """
+    n = len(groups)
+    w = np.zeros((n, n))
+    for i, g in enumerate(groups):
+        mates = [j for j, h in enumerate(groups) if h == g]
+        if len(mates) == 1:
+            w[i] = (1 - lone_self) / (n - 1)
+            w[i, i] = lone_self
+        else:
+            w[i, mates] = 1 / len(mates)
+    return w

@@ -10,7 +10,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _claims_helpers import COMPARE, evaluate, final_run, make_run, one, traffic, weight_run
+from _claims_helpers import (
+    COMPARE,
+    block,
+    evaluate,
+    final_run,
+    make_run,
+    one,
+    traffic,
+    weight_run,
+)
 
 from pflrepro.reporting.claims.parse import CHECK_TYPES
 from pflrepro.store.results import CLUSTER, EXPERT_POSTERIOR
@@ -24,19 +33,6 @@ SWAPPED = BLOCK[:, [2, 3, 0, 1]]
 NEAR = 0.9 * np.eye(4) + 0.1 / 3 * (1 - np.eye(4))
 #: 8 clients of distributions 0, 1, 1, 1, 2, 2, 2, 3 (0 and 7 alone in theirs)
 LONE = (0, 1, 1, 1, 2, 2, 2, 3)
-
-
-def _block(groups: tuple[int, ...], lone_self: float) -> np.ndarray:
-    n = len(groups)
-    w = np.zeros((n, n))
-    for i, g in enumerate(groups):
-        mates = [j for j, h in enumerate(groups) if h == g]
-        if len(mates) == 1:
-            w[i] = (1 - lone_self) / (n - 1)
-            w[i, i] = lone_self
-        else:
-            w[i, mates] = 1 / len(mates)
-    return w
 
 
 def _concat(*frames: pd.DataFrame) -> pd.DataFrame:
@@ -85,11 +81,11 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[], pd.DataFrame],
                     lambda: weight_run("federico", SWAPPED, (0, 0, 1, 1)), {}),
     # lone clients' self weight 1 (+0.1); 0.3 (-0.6)
     "self_weight": ({"type": "self_weight", "method": "federico", "threshold": 0.9},
-                    lambda: weight_run("federico", _block(LONE, 1.0), LONE),
-                    lambda: weight_run("federico", _block(LONE, 0.3), LONE), {}),
+                    lambda: weight_run("federico", block(LONE, 1.0), LONE),
+                    lambda: weight_run("federico", block(LONE, 0.3), LONE), {}),
     # models used = distribution size (0); uniform 1/8: 8 used for 2.5 (-5.5)
     "weight_support": ({"type": "weight_support", "method": "federico", "threshold": 0.01},
-                       lambda: weight_run("federico", _block(LONE, 1.0), LONE),
+                       lambda: weight_run("federico", block(LONE, 1.0), LONE),
                        lambda: weight_run("federico", np.full((8, 8), 1 / 8), LONE), {}),
     # same final weights (0.05 - 0); BLOCK vs SWAPPED: every entry differs by 0.5 (-0.45)
     "weight_distance": ({"type": "weight_distance", "a": "federico", "b": "local",

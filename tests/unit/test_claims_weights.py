@@ -13,30 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _claims_helpers import evaluate, make_run, one
+from _claims_helpers import block, evaluate, make_run, one
 
 from pflrepro.reporting.claims.parse import Design
 
 #: 8 clients; clients 0 and 7 are alone in their distribution (as the paper's client 0).
 LONE_GROUPS = (0, 1, 1, 1, 2, 2, 2, 3)
-
-
-def block(groups: Sequence[int], lone_self: float = 1.0) -> np.ndarray:
-    """Fig. 3's block structure: weight spread evenly over the client's distribution.
-
-    A client alone in its distribution keeps ``lone_self`` on itself and spreads the
-    rest evenly over the other clients.
-    """
-    n = len(groups)
-    w = np.zeros((n, n))
-    for i, g in enumerate(groups):
-        mates = [j for j, h in enumerate(groups) if h == g]
-        if len(mates) == 1:
-            w[i] = (1 - lone_self) / (n - 1)
-            w[i, i] = lone_self
-        else:
-            w[i, mates] = 1 / len(mates)
-    return w
 
 
 def run(final: Any, groups: Sequence[int] = LONE_GROUPS, method: str = "federico",

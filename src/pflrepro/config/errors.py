@@ -174,3 +174,30 @@ def located_check(paths: Sequence[str | Path], check: Callable[[], WorkflowConfi
     """``check()`` (the merged files' check), :func:`located`, names refused as periodic."""
     with located(paths):
         return refuse_periodic_names(check())
+
+
+def json_object(text: str, what: str, keys: Mapping[str, Any],
+                optional: Iterable[str] | None = None) -> dict[str, Any]:
+    """``text`` read as a JSON object holding every key of ``keys``, each of its type.
+
+    ``keys`` maps a key to a type or a tuple of types (``bool`` never counts as a
+    number); with ``optional`` given, a key in neither is refused too. ``ValueError``
+    names ``what`` and the first problem in one line.
+    """
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what}: not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: a JSON object is expected, got {type(value).__name__}")
+    if optional is not None and (unknown := sorted(set(value) - set(keys) - set(optional))):
+        raise ValueError(f"{what}: unknown key(s) {unknown}")
+    missing = sorted(set(keys) - set(value))
+    if missing:
+        raise ValueError(f"{what}: missing key(s) {missing}")
+    for key, kind in keys.items():
+        if not isinstance(value[key], kind) or isinstance(value[key], bool):
+            raise ValueError(f"{what}: {key} has the wrong type ({type(value[key]).__name__})")
+    return value

@@ -32,6 +32,12 @@ from pflrepro.training.settings import TrainingConfig
 log = logging.getLogger(__name__)
 
 
+#: The keys of a run spec's JSON form and their types (besides ``code`` and ``public``).
+RUN_SPEC_KEYS = {"experiment": str, "dataset": str, "partition": str, "method": str,
+                 "algorithm": str, "params": dict, "split_seed": int, "train_seed": int,
+                 "training": dict}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that determines a run's numbers (passed by the workflow as JSON)."""
@@ -52,27 +58,9 @@ class RunSpec:
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         """Parse the workflow's JSON form (unknown keys raise)."""
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"run spec: not JSON ({err})") from None
-        if not isinstance(raw, dict):
-            raise ValueError(f"run spec: a JSON object is expected, got {type(raw).__name__}")
-        required = {"experiment", "dataset", "partition", "method", "algorithm", "params",
-                    "split_seed", "train_seed", "training"}
-        known = required | {"code", "public"}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"run spec: unknown key(s) {unknown}")
-        missing = sorted(required - set(raw))
-        if missing:
-            raise ValueError(f"run spec: missing key(s) {missing}")
-        for key, kind in (("split_seed", int), ("train_seed", int), ("params", dict),
-                          ("training", dict), ("experiment", str), ("dataset", str),
-                          ("partition", str), ("method", str), ("algorithm", str)):
-            if not isinstance(raw[key], kind) or isinstance(raw[key], bool):
-                raise ValueError(f"run spec: {key} must be a {kind.__name__}, got "
-                                 f"{type(raw[key]).__name__}")
+        from pflrepro.config.errors import json_object
+
+        raw = json_object(text, "run spec", RUN_SPEC_KEYS, optional=("code", "public"))
         if raw.get("public") is not None and not isinstance(raw["public"], dict):
             raise ValueError("run spec: public must be an object or null")
         raw.pop("code", None)  # source digest: only there to make Snakemake rerun on edits

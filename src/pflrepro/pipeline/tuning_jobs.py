@@ -11,7 +11,6 @@ selection's hyperparameters go into a run's ``params``, a shared training settin
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -112,18 +111,9 @@ PLAN_KEYS = {"algorithm": str, "clients": dict, "grids": dict, "criterion": str,
 
 def _read_plan(plan_json: str) -> dict[str, Any]:
     """The tuning plan ``--plan``, its keys and their types checked (one-line errors)."""
-    try:
-        plan = json.loads(plan_json)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--plan: not JSON ({err})") from None
-    if not isinstance(plan, dict):
-        raise ValueError(f"--plan: a JSON object is expected, got {type(plan).__name__}")
-    missing = sorted(set(PLAN_KEYS) - set(plan))
-    if missing:
-        raise ValueError(f"--plan: missing key(s) {missing}")
-    for key, kind in PLAN_KEYS.items():
-        if not isinstance(plan[key], kind) or isinstance(plan[key], bool):
-            raise ValueError(f"--plan: {key} has the wrong type ({type(plan[key]).__name__})")
+    from pflrepro.config.errors import json_object
+
+    plan = json_object(plan_json, "--plan", PLAN_KEYS)
     for trial in plan["trials"]:
         if not isinstance(trial, dict) or {"point", "partition", "split", "seed"} - set(trial):
             raise ValueError("--plan: each trial is an object with point, partition, split "
