@@ -112,15 +112,17 @@ def test_a_job_starting_after_its_snakemake_died_stops_at_once(tmp_path: Path) -
     ready = tmp_path / "ready"
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    inner = f"sleep 0.5; {sys.executable} {script} {ready}; true"
+    ended = tmp_path / "ended"
+    inner = f"sleep 0.5; {sys.executable} {script} {ready}; touch {ended}"
     outer = subprocess.Popen(["bash", "-c", f"bash -c '{inner}' & exit 0"],
                              start_new_session=True)
     outer.wait()  # the "Snakemake" is gone before the job starts
     deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:
+    while not (ready.exists() or ended.exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if not ready.exists():  # it stopped before it could say it started: what is wanted
+    if ended.exists() and not ready.exists():  # it stopped before it said it started
         return
+    assert ready.exists(), "the job neither started nor ended within 30 s"
     child = int(ready.read_text())
     try:
         assert _wait_gone(child), "a job whose Snakemake had died lived on"
