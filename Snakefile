@@ -25,7 +25,9 @@ include: "workflow/rules/hints.smk"
 # account, slurm_extra, group) reaches every rule it would submit, whatever its name:
 # the train_<runs>, tune_train and tune_train_<runs> rules too
 # (pflrepro.pipeline.workflow.cluster).
-W.share_training_settings(workflow)
+# A config that tunes groups nothing (Snakemake regroups wrongly after a checkpoint,
+# and tune_select is one: W.grouping_safe).
+W.share_training_settings(workflow, grouping=W.grouping_safe(W.tunes(CFG)))
 
 
 # Local runs: no job-rate limiter (its timers wake the scheduler once a second per job

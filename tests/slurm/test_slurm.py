@@ -22,7 +22,10 @@ own job completion records (`sacct --completion`, jobcomp/filetxt in cluster.sh)
    paper_smoke tier; one run per job at paper scale: the `train` rule), all with
    `gpu: 1`. Every job the workflow submitted ran in partition `debug` under account
    `pfl_acct` and completed; every training and tuning run ran inside a SLURM job that
-   asked for one GPU; jobs were grouped; every output file exists in both runs and the
+   asked for one GPU; nothing was grouped (the config tunes: Snakemake regroups wrongly
+   after a checkpoint, so the workflow groups nothing then, and says so; the grouping of
+   a config without tuning is checked on Snakemake's own plan,
+   tests/unit/test_cluster_settings.py); every output file exists in both runs and the
    run Parquet files, tuning runs and selection, aggregate tables and tables equal those
    of a local run of the same config (run meanwhile).
 2. The same directory, two more experiments: one whose training raises at job time
@@ -57,7 +60,6 @@ from _wf import REPO, new_workdir, snakemake  # noqa: E402
 
 CLUSTER = Path(__file__).with_name("cluster.sh")
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
-GROUP_SIZE = yaml.safe_load(PROFILE.read_text())["group-components"]["train"]
 
 pytestmark = [
     pytest.mark.slurm,
@@ -270,9 +272,12 @@ def test_every_job_ran_in_the_profiles_partition_and_account(built) -> None:
     assert set(seen) == {"train", "train_<runs>", "tune_train_<runs>"}, seen
     for name, job_id in sorted(seen.items()):
         print(f"{name}: sacct --completion: {jobs[job_id]}")
-    # grouped: a SLURM job ran several Snakemake jobs (each of up to RUNS_PER_JOB runs)
+    # the config tunes, so nothing is grouped (Snakemake regroups wrongly after the
+    # tune_select checkpoint, submitting some jobs twice: cluster.grouping_safe): each
+    # SLURM job ran one Snakemake job of up to RUNS_PER_JOB runs, and the run says so
     per_job = [sum(writers[r] == {j} for r in runs) for j in set().union(*writers.values())]
-    assert max(per_job) > RUNS_PER_JOB and len(per_job) < len(runs) / 2, per_job
+    assert max(per_job) <= RUNS_PER_JOB, per_job
+    assert "training jobs are not grouped" in proc.stdout + proc.stderr
 
 
 def test_outputs_equal_a_local_run(built) -> None:
@@ -330,11 +335,10 @@ def test_a_failing_job_is_reported_and_the_rest_completes(built) -> None:
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     before = {p: p.stat().st_mtime_ns for p in (work / "results/runs").rglob("*.parquet")}
 
-    # no grouping here: a failing member would fail its whole group (see the profile)
-    proc = run_slurm(work, "--group-components", "train=1", limit=420)
+    proc = run_slurm(work, limit=420)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
-    assert "Error in group train" in out, out
+    assert re.search(r"Error in (rule|group) train", out), out
     assert "no CUDA device is available" in out, out  # the job's log, shown
     assert "Trying to restart job" in out, out  # the profile's retries: 1
     logs = list((work / "logs/train/broken").rglob("*.log"))

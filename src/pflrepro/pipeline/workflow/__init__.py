@@ -9,7 +9,7 @@ loop, take theirs from :func:`figure_log`).
 
 from __future__ import annotations
 
-from pflrepro.pipeline.workflow.cluster import share_training_settings
+from pflrepro.pipeline.workflow.cluster import grouping_safe, share_training_settings
 from pflrepro.pipeline.workflow.figures import (
     alternation,
     architecture_names,
@@ -143,6 +143,7 @@ from pflrepro.pipeline.workflow.tuning import (
     tune_targets,
     tune_trials,
     tuned_methods,
+    tunes,
     unique_names,
 )
 from pflrepro.reporting.cost_projection import COST_PROJECTION
@@ -186,6 +187,7 @@ __all__ = ["AGGREGATE", "AGGREGATE_LOG", "BATCH_BENCHMARK", "BATCH_LOG", "BENCHM
            "plot_input", "plot_options", "public_exclude_arg", "read_selection",
            "recording", "report_table_names", "report_targets", "run_paths",
            "run_spec_json", "runs_here", "runs_per_job", "share_training_settings",
+           "grouping_safe", "tunes",
            "single_run_experiments",
            "single_run_tune_experiments", "stored_targets", "table_inputs",
            "table_methods", "table_tuning_json", "train_batches", "train_public_args",

@@ -11,8 +11,10 @@ rule is defined, gives each rule that Snakemake would submit (every rule not dec
 
 - resources: the ``set-resources`` entries of ``train``, then the rule's own entries
   (a rule named in ``set-resources`` keeps what is set for it);
-- group: the ``groups`` entry of ``train``, for a rule that declares no group and that
-  ``groups`` does not name. Tuning runs get a group of their own, :func:`tuning_group`
+- group: the profile's ``groups`` entry ``training`` (:data:`GROUPS_KEY`; no rule has that
+  name, so Snakemake applies it to none by itself), for a rule that declares no group;
+  none at all in a config that tunes (:func:`grouping_safe`). Tuning runs get a group of
+  their own, :func:`tuning_group`
   of it, because Snakemake refuses a group that a path of jobs leaves and re-enters
   (tuning runs, then the local ``tune_select`` checkpoint, then the final runs that read
   its selection: "Group train depends on itself"). That group takes its size from the
@@ -38,6 +40,10 @@ from pflrepro.pipeline.workflow.tuning import TUNE_RUN
 
 #: The rule name under which a profile sets what every training job gets.
 TRAINING_RULE = "train"
+#: The ``groups`` entry of a profile naming the group of every training job. No rule has
+#: this name, so Snakemake applies it to none itself (an entry ``train`` would group the
+#: rule ``train`` whatever this module decides).
+GROUPS_KEY = "training"
 #: Outputs of tuning runs start with this.
 TUNING_OUTPUTS = TUNE_RUN.split("{", 1)[0]
 
@@ -61,9 +67,10 @@ def is_tuning(rule: Any) -> bool:
     return any(str(path).startswith(TUNING_OUTPUTS) for path in rule.output)
 
 
-def share_training_settings(workflow: Any) -> list[str]:
+def share_training_settings(workflow: Any, grouping: bool = True) -> list[str]:
     """Give every submitted rule the profile's resources and group of ``train``.
 
+    ``grouping`` False: no training job is grouped in this run (:func:`grouping_safe`).
     Returns the names of the rules other than ``train`` that Snakemake would submit.
     """
     from snakemake.resources import Resources
@@ -71,15 +78,17 @@ def share_training_settings(workflow: Any) -> list[str]:
     overwrite = workflow.resource_settings.overwrite_resources
     shared = overwrite.get(TRAINING_RULE)
     names = []
+    said: list[bool] = []  # the note on dropped groups, once a run
     for rule in submitted_rules(workflow):
+        # the rule's own `group:` (Rule.group reads None while the Snakefile is read)
+        if getattr(rule, "_group", None) is None:
+            rule.group = (training_group_of(workflow, tuning=is_tuning(rule)) if grouping
+                          else ungrouped(workflow, said))
         if rule.name == TRAINING_RULE:
             continue
         if shared:
             rule.resources.update(Resources.from_mapping(shared))
             rule.resources.update(Resources.from_mapping(overwrite.get(rule.name, {})))
-        # the rule's own `group:` (Rule.group reads None while the Snakefile is read)
-        if getattr(rule, "_group", None) is None:
-            rule.group = training_group_of(workflow, tuning=is_tuning(rule))
         names.append(rule.name)
     return names
 
@@ -93,12 +102,44 @@ def training_group_of(workflow: Any, tuning: bool) -> Callable[[Any], str | None
 
     def group(wildcards: Any) -> str | None:
         settings = workflow.group_settings
-        found = settings.overwrite_groups.get(TRAINING_RULE)
+        found = settings.overwrite_groups.get(GROUPS_KEY)
         if found is None or not tuning:
             return found
         tuned = tuning_group(found)
         if tuned not in settings.group_components:
             workflow.parent_groupids[tuned] = found
         return tuned
+
+    return group
+
+
+def grouping_safe(tuned: bool) -> bool:
+    """Whether this run may group training jobs: not when the config tunes anything.
+
+    Snakemake 9.27 caches each group job by the jobs it was made with
+    (``GroupJobFactory.new``) and merges groups by changing those cached objects in place
+    (``DAG._update_group_components``). After a checkpoint the DAG builds its groups
+    again from that cache: each group comes back whole and is merged with others, and a
+    group already submitted changes its members (and its hash) under the scheduler, which
+    then submits some jobs a second time. Every ``tune_select`` is a checkpoint, and
+    whether one runs is known only once the DAG is built, so a config that tunes
+    (``tuned``) groups nothing.
+    """
+    return not tuned
+
+
+def ungrouped(workflow: Any, said: list[bool]) -> Callable[[Any], None]:
+    """A rule's group while grouping is unsafe: none, saying why once (``said``) if asked."""
+
+    def group(wildcards: Any) -> None:
+        wanted = workflow.group_settings.overwrite_groups
+        if not said and wanted.get(GROUPS_KEY):
+            said.append(True)
+            import sys
+
+            print("pflrepro: training jobs are not grouped: the config tunes, and Snakemake "
+                  "regroups jobs wrongly after a checkpoint such as tune_select "
+                  "(docs/slurm.md, Grouping)", file=sys.stderr)
+        return None
 
     return group

@@ -215,3 +215,9 @@ def tune_targets(cfg: WorkflowConfig) -> list[str]:
             out += [FIGURE.format(experiment=name, kind=pattern(TUNE_KIND, method=m), ext=ext)
                     for ext in ("pdf", "png")]
     return out
+
+
+
+def tunes(cfg: WorkflowConfig) -> bool:
+    """Whether any experiment of the selected scale tunes a method (a tune_select runs)."""
+    return bool(tune_targets(cfg))
