@@ -12,8 +12,9 @@ by rule name, so a new rule family that trains is checked as soon as it exists; 
 must carry the profile's partition, account and ``slurm_extra``, and its group (none in
 a config that tunes: ``cluster.grouping_safe``; the demo without its ``tune:`` block is
 grouped), and no other job may join a group. The requeue flag is the executor's own
-(``slurm-requeue``), read here as Snakemake reads the profiles. The demo's dry run without the SLURM profile shows
-neither groups nor cluster settings: local runs are unchanged.
+(``slurm-requeue``), read here as Snakemake reads the profiles. The demo's dry run
+without the SLURM profile shows neither groups nor cluster settings: local runs are
+unchanged.
 """
 
 from __future__ import annotations
