@@ -6,7 +6,8 @@ range, text where a number belongs, a folder, an empty file, a binary file, a te
 of the wrong kind, a path that does not exist. Whatever the command makes of it, it
 ends with a non-zero status and at most a few lines on stderr, none of them a
 traceback, and none the catch-all's "unexpected" line (cli.support.run_command) that
-stands for an input the command does not check.
+stands for an input the command does not check; the error line names the value (a
+path: its file), the option or the argument.
 """
 
 from __future__ import annotations
@@ -93,4 +94,10 @@ def test_malformed_input_ends_in_one_line(command: str, bad: str, scratch: Path,
     errors = [line for line in lines if "error" in line.lower()]
     assert errors, (argv, err)
     assert len(errors) <= 2, (argv, err)
+    # the line says what is wrong where: the value (a path names its file), the option
+    # or argparse's "argument ..."
+    value = BAD_VALUES[bad](scratch)
+    options = [o for a in sub._actions for o in a.option_strings]
+    assert any(value in line or "argument" in line or any(o in line for o in options)
+               for line in errors), (argv, err)
     assert os.listdir(scratch / "folder") == []  # nothing written into what was no output

@@ -60,3 +60,43 @@ def test_officehome_from_placed_archive(tmp_path: Path) -> None:
     np.testing.assert_array_equal(np.bincount(domain), [65] * 4)
     np.testing.assert_array_equal(ds.y[:65], np.arange(65))
     assert json.loads((tmp_path / "out" / "classes.json").read_text()) == classes
+
+
+def _wrong_archive(raw: Path) -> Path:
+    """A readable zip that is not Office-Home (one domain folder only)."""
+    raw.mkdir(parents=True, exist_ok=True)
+    archive = raw / "OfficeHomeDataset_10072016.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("OfficeHomeDataset_10072016/Art/Alarm_Clock/00001.jpg", b"x" * 50)
+    return archive
+
+
+def test_a_first_use_archive_that_does_not_prepare_is_not_trusted(tmp_path: Path) -> None:
+    from pflrepro.data.datasets import prepare_dataset
+
+    raw = tmp_path / "raw"
+    archive = _wrong_archive(raw)
+    with pytest.raises(ArchiveMissingError) as info:
+        prepare_dataset("officehome", tmp_path / "out", raw)
+    text = str(info.value)
+    assert "no folder holding the Office-Home domains" in text
+    assert "set aside as OfficeHomeDataset_10072016.zip.corrupt-1" in text
+    assert "recorded hash (as OfficeHomeDataset_10072016.zip.sha256.corrupt-1)" in text
+    # neither the archive nor its hash stays where the next run would trust it
+    assert not archive.exists() and not (raw / f"{archive.name}.sha256").exists()
+    with pytest.raises(ArchiveMissingError, match="place the archive here"):
+        prepare_dataset("officehome", tmp_path / "out", raw)
+
+
+def test_an_archive_recorded_before_keeps_its_record_on_failure(tmp_path: Path) -> None:
+    from pflrepro.data.datasets import prepare_dataset
+    from pflrepro.data.formats import FormatError
+    from pflrepro.store.io import sha256_file
+
+    raw = tmp_path / "raw"
+    archive = _wrong_archive(raw)
+    record = raw / f"{archive.name}.sha256"
+    record.write_text(f"{sha256_file(archive)}  {archive.name}\n")
+    with pytest.raises(FormatError, match="no folder holding"):
+        prepare_dataset("officehome", tmp_path / "out", raw)
+    assert archive.exists() and record.exists()

@@ -96,8 +96,20 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
     source = DATASETS[name]
     chosen = tuple(mirrors) if mirrors else source.default_mirrors
     files = {"files": with_checksums(source, checksums)} if checksums else {}
+    before = _first_use_records(Path(raw_dir), source)
     try:
         return source.prepare(Path(out_dir), Path(raw_dir), chosen, **files)
+    except (ValueError, KeyError, IndexError, EOFError) as err:
+        # A first-use archive that verified but does not prepare (a wrong archive placed
+        # by hand) must not stay trusted: its hash is recorded only once it prepares.
+        aside = _set_aside_new_records(Path(raw_dir), source, before)
+        if not aside:
+            raise
+        from pflrepro.data.rawfiles import ArchiveMissingError
+
+        raise ArchiveMissingError(
+            f"{name}: {err}; {aside}: it was recorded on first use but does not prepare, so "
+            f"the next run fetches it again from the mirrors, or asks for a good copy") from err
     except DownloadError as err:
         if type(err) is not DownloadError:  # checksum, damaged archive: they say their fix
             raise
@@ -107,3 +119,26 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
             f"raw files (the one named above and the rest of its manifest) into {raw_dir}, "
             f"or into a directory listed under data.mirrors.{name} in the config "
             f"(pflrepro prepare/run: --mirror DIR).", err.failures) from err
+
+
+def _first_use_records(raw_dir: Path, source: DatasetSource) -> set[str]:
+    """Names of the first-use hash records of ``source``'s files present in ``raw_dir``."""
+    return {f.name for f in source.files
+            if f.trust_on_first_use and (raw_dir / f"{f.name}.sha256").is_file()}
+
+
+def _set_aside_new_records(raw_dir: Path, source: DatasetSource, before: set[str]) -> str:
+    """Set aside each first-use archive recorded since ``before``, with its record.
+
+    Returns what was set aside, in words ("" when nothing was).
+    """
+    from pflrepro.store.damage import set_aside
+
+    moved = []
+    for name in sorted(_first_use_records(raw_dir, source) - before):
+        record = set_aside(raw_dir / f"{name}.sha256")
+        archive = raw_dir / name
+        kept = set_aside(archive).name if archive.is_file() else None
+        moved.append(f"{name} set aside as {kept} with its recorded hash (as {record.name})"
+                     if kept else f"the recorded hash of {name} set aside as {record.name}")
+    return "; ".join(moved)
