@@ -9,12 +9,15 @@ import pandas as pd
 import seaborn as sns
 
 from pflrepro.reporting.method_styles import (
+    DECLARED,
     MIN_DISTANCE,
     MOST_METHODS,
+    PALETTE_SIZE,
     coincide_note,
     coinciding,
     lab,
     method_palette,
+    method_slots,
     method_styles,
 )
 
@@ -26,7 +29,7 @@ def test_lab_of_white_black_and_red() -> None:
     assert np.allclose(lab(np.array([1.0, 0.0, 0.0])), [53.2, 80.1, 67.2], atol=0.3)
 
 
-def test_nineteen_colours_stay_apart_and_the_colour_blind_palette_comes_first() -> None:
+def test_the_declared_colours_stay_apart_and_the_colour_blind_palette_comes_first() -> None:
     colours = method_palette(MOST_METHODS)
     assert len(colours) == MOST_METHODS
     distances = [float(np.linalg.norm(lab(np.array(a)) - lab(np.array(b))))
@@ -38,10 +41,32 @@ def test_nineteen_colours_stay_apart_and_the_colour_blind_palette_comes_first() 
     assert not {base[4], base[6]} <= set(colours)
 
 
-def test_styles_differ_between_neighbours() -> None:
-    styles = method_styles([f"m{i}" for i in range(8)])
+def test_declared_methods_differ_in_colour_style_and_marker_from_their_neighbours() -> None:
+    styles = method_styles(list(DECLARED))
+    assert len({s.colour for s in styles.values()}) == len(DECLARED)
     for a, b in itertools.pairwise(styles.values()):
         assert a.linestyle != b.linestyle and a.marker != b.marker and a.colour != b.colour
+
+
+def test_a_methods_style_follows_from_its_name_not_from_the_others_shown() -> None:
+    # adding a method to a figure moves no other method's colour, style or marker
+    # (colours were by position: adding FedAvgM turned Local from orange to green)
+    before = method_styles(["fedavg", "local", "federico", "fedamp_oracle"])
+    after = method_styles(["fedavgm", "fedavg", "local", "federico", "fedamp_oracle"])
+    for m in before:
+        assert (before[m].colour, before[m].linestyle, before[m].marker) == \
+            (after[m].colour, after[m].linestyle, after[m].marker), m
+    assert method_styles(["local"])["local"].colour == method_palette(1)[0]
+    assert method_slots(["federico"])["federico"] == DECLARED.index("federico")
+
+
+def test_undeclared_names_that_collide_are_told_apart() -> None:
+    names = [f"variant_{i}" for i in range(PALETTE_SIZE - len(DECLARED))]
+    slots = method_slots(names)
+    assert len(set(slots.values())) == len(names)
+    assert all(len(DECLARED) <= v < PALETTE_SIZE for v in slots.values())
+    # the same names in another order get the same positions
+    assert method_slots(list(reversed(names))) == slots
 
 
 def _stats(curves: dict[str, list[float]]) -> pd.DataFrame:

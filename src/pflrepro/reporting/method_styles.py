@@ -3,10 +3,14 @@
 Colours (:func:`method_palette`): seaborn's colour-blind safe palette first, leaving
 out its colours too light on a white background or too close to an earlier one (its
 two pinks), then colours picked one at a time from a grid of hues, each the farthest
-(CIELAB distance) from those already chosen, so up to :data:`MOST_METHODS` methods
-keep colours at least :data:`MIN_DISTANCE` apart. Line styles and markers cycle
-with periods coprime to each other, and markers are staggered along the curve, so
-curves drawn on top of each other still show each method's markers.
+(CIELAB distance) from those already chosen, so the first :data:`MOST_METHODS`
+colours are at least :data:`MIN_DISTANCE` apart. A method's colour, line style and
+marker follow from its name alone (:func:`method_styles`), never from which other
+methods a figure shows: the methods of :data:`DECLARED` own the first colours, any
+other name (a config's variant, a new method) takes a colour of the rest of the
+palette by a hash of its name. Line styles and markers cycle with periods coprime to
+each other, and markers are staggered along the curve, so curves drawn on top of
+each other still show each method's markers.
 :func:`coinciding` names the methods whose curves lie within :data:`COINCIDE_POINTS`
 of another's at every round: a figure says so in a note.
 """
@@ -14,6 +18,7 @@ of another's at every round: a figure says so in a note.
 from __future__ import annotations
 
 import colorsys
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,8 +28,15 @@ import pandas as pd
 
 #: Palette the method colours start from (seaborn's colour-blind safe one).
 BASE_PALETTE = "colorblind"
-#: Methods whose colours :func:`method_palette` keeps apart.
-MOST_METHODS = 19
+#: The methods with a colour of their own, in palette order. Append only: a method's
+#: colour never moves when another is added.
+DECLARED = ("local", "fedavg", "federico", "fedavg_plus", "clustered_fl", "fedem",
+            "fedfomo", "fedamp", "heurfedamp", "fedprox", "fedprox_ft", "scaffold", "apfl",
+            "ditto", "per_fedavg", "hypcluster", "perfedckt", "feddf", "fedmix", "majority")
+#: Colours :func:`method_palette` keeps at least MIN_DISTANCE apart: one per declared method.
+MOST_METHODS = len(DECLARED)
+#: Colours in all: the declared methods' and those other names are hashed onto.
+PALETTE_SIZE = 48
 #: Least CIELAB distance (ΔE*ab) between two method colours, up to MOST_METHODS methods.
 MIN_DISTANCE = 20.0
 #: Lightness (L*) range of a method colour: visible as a line on white, not black.
@@ -67,7 +79,7 @@ def _palette() -> tuple[tuple[float, float, float], ...]:
     grid_lab = lab(grid)
     nearest = np.min(np.linalg.norm(grid_lab[:, None] - lab(np.array(chosen))[None], axis=-1),
                      axis=1)
-    while len(chosen) < MOST_METHODS:
+    while len(chosen) < PALETTE_SIZE:
         k = int(np.argmax(nearest))
         chosen.append(grid[k])
         nearest = np.minimum(nearest, np.linalg.norm(grid_lab - grid_lab[k], axis=-1))
@@ -75,7 +87,7 @@ def _palette() -> tuple[tuple[float, float, float], ...]:
 
 
 def method_palette(n: int) -> list[tuple[float, float, float]]:
-    """``n`` method colours (RGB in [0, 1]); beyond :data:`MOST_METHODS` they repeat."""
+    """The first ``n`` palette colours (RGB in [0, 1]); beyond :data:`PALETTE_SIZE` they repeat."""
     colours = _palette()
     return [colours[i % len(colours)] for i in range(n)]
 
@@ -102,11 +114,46 @@ class MethodStyle:
                     lw=1.6)
 
 
+def _preferred_slot(name: str) -> int:
+    """The palette position ``name`` asks for: its declared one, else one its hash picks."""
+    if name in DECLARED:
+        return DECLARED.index(name)
+    digest = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+    return len(DECLARED) + digest % (PALETTE_SIZE - len(DECLARED))
+
+
+def method_slots(methods: Sequence[str]) -> dict[str, int]:
+    """Each method's palette position, from its name (:data:`DECLARED`, else a hash).
+
+    Two undeclared names that hash to the same position in one figure are told apart:
+    in name order, a later one takes the next free position of the undeclared range, so
+    a method's position depends on no other method unless the two collide.
+    """
+    slots = {m: _preferred_slot(m) for m in methods if m in DECLARED}
+    used = set(slots.values())
+    spare = PALETTE_SIZE - len(DECLARED)
+    for name in sorted(m for m in dict.fromkeys(methods) if m not in DECLARED):
+        slot = _preferred_slot(name)
+        for _ in range(spare):
+            if slot not in used:
+                break
+            slot = len(DECLARED) + (slot - len(DECLARED) + 1) % spare
+        slots[name] = slot
+        used.add(slot)
+    return slots
+
+
 def method_styles(methods: Sequence[str]) -> dict[str, MethodStyle]:
-    """Each method's colour, line style and marker, by its position in ``methods``."""
-    colours = method_palette(len(methods))
-    return {m: MethodStyle(colour=colours[i], linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                           marker=MARKERS[i % len(MARKERS)], marker_start=i)
+    """Each method's colour, line style and marker, from its name (:func:`method_slots`).
+
+    Only where a figure's curves begin their markers follows the position in ``methods``
+    (staggered, so curves on top of each other show every marker).
+    """
+    colours = _palette()
+    slots = method_slots(methods)
+    return {m: MethodStyle(colour=colours[slots[m] % len(colours)],
+                           linestyle=LINE_STYLES[slots[m] % len(LINE_STYLES)],
+                           marker=MARKERS[slots[m] % len(MARKERS)], marker_start=i)
             for i, m in enumerate(methods)}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.communication import communication_table
 from pflrepro.reporting.figures.common import (
     STYLE,
@@ -26,8 +27,7 @@ from pflrepro.reporting.figures.common import (
     finish,
     wrap,
 )
-from pflrepro.config.figure_kinds import FigureKind
-from pflrepro.reporting.method_styles import method_palette
+from pflrepro.reporting.method_styles import method_styles
 from pflrepro.reporting.names import method_names
 from pflrepro.reporting.ordering import display_labels, order_values
 
@@ -49,7 +49,7 @@ def plot_communication(agg: pd.DataFrame, pdf: PathLike, png: PathLike, *,
     methods = order_values(table["method"], methods_order, f"{what} methods")
     partitions = order_values(table["partition"], None, f"{what} partitions")
     shown = display_labels(partitions, labels, f"{what} labels")
-    colours = dict(zip(methods, method_palette(len(methods)), strict=True))
+    colours = {m: style.colour for m, style in method_styles(methods).items()}
     positive = table.loc[table["total"] > 0, "total"]
     floor = float(positive.min()) / 10 if not positive.empty else 1.0
     with matplotlib.rc_context(STYLE):
