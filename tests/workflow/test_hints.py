@@ -48,3 +48,18 @@ def test_a_report_of_named_targets_that_exist_is_written(tmp_path: Path) -> None
     snakemake(wd, "--report", "report.zip", figure)
     with zipfile.ZipFile(wd / "report.zip") as zf:
         assert any(n.endswith(Path(figure).name) for n in zf.namelist())
+
+
+def test_a_config_of_new_experiments_merged_over_config_yaml_is_said(tmp_path: Path) -> None:
+    wd = new_workdir(tmp_path / "wd")
+    tiny = yaml.safe_load((wd / "config.yaml").read_text())
+    mine = {**tiny, "experiments": {"my_study": {**tiny["experiments"]["tiny"],
+                                                 "description": "my own study"}}}
+    (wd / "my.yaml").write_text(yaml.safe_dump(mine))
+    proc = snakemake(wd, "-n", "--configfile", "my.yaml", configfile=False)
+    assert ("my.yaml was merged over config.yaml (its experiments are all new, so "
+            "config.yaml's run too); to run it alone: snakemake --configfile my.yaml "
+            "--replace-workflow-config --cores N") in proc.stdout + proc.stderr
+    alone = snakemake(wd, "-n", "--configfile", "my.yaml", "--replace-workflow-config",
+                      configfile=False)
+    assert "was merged over" not in alone.stdout + alone.stderr

@@ -2,6 +2,7 @@
 # Logic lives in the pflrepro package; this file only adapts it to Snakemake.
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.io import is_flagged
 from snakemake.utils import min_version
 
@@ -41,13 +42,19 @@ CONFIG_FILES = C.files_in_force(workflow.configfiles, workflow.overwrite_configf
 # profile's configfile) with plain YAML, where a repeated key silently keeps the last
 # value: re-read them strictly, then check the merged config against the schema (a
 # short message naming the key) and parse it (references, sizes, per-model options).
+# A --configfile of only new experiments merged over config.yaml: said in one line.
+MERGE_NOTE = C.merge_note(workflow.configfiles, workflow.overwrite_configfiles or (),
+                          workflow.config_settings.replace_workflow_config)
 try:
     C.check_config_files(CONFIG_FILES)
     with located(CONFIG_FILES):  # a schema error names the file and line of its key
         CFG = C.check(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
     refuse_periodic_names(CFG)  # names Snakemake would take for a recursion
 except C.ConfigError as err:
-    raise WorkflowError(f"Invalid config: {err}") from None
+    raise WorkflowError(f"Invalid config: {err}" + (f" (note: {MERGE_NOTE})" if MERGE_NOTE
+                                                      else "")) from None
+if MERGE_NOTE:
+    logger.warning(f"Note: {MERGE_NOTE}")
 
 # `pflrepro plan` prices the planned runs of the config merged here (its dry run names a
 # file in PFLREPRO_PLAN_CONFIG; otherwise nothing is written).

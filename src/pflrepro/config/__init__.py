@@ -24,6 +24,7 @@ from pflrepro.config.files import (
            files_in_force,
            load_config_file,
            merge_configs,
+           merge_note,
 )
 from pflrepro.config.limits import (
            DEFAULT_RESOURCES,
@@ -73,5 +74,5 @@ __all__ = ["CLIENT_COUNTED", "ConfigError", "DEFAULT_RESOURCES", "ExperimentConf
            "TableConfig", "WorkflowConfig", "canonical_json", "check",
            "check_config_files", "check_config_paths", "check_name", "check_schema",
            "files_in_force",
-           "load_config_file", "merge_configs", "model_parameters_lower_bound", "parse",
+           "load_config_file", "merge_configs", "merge_note", "model_parameters_lower_bound", "parse",
            "parse_sources", "projected_sample_passes"]

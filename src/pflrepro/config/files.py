@@ -6,6 +6,7 @@ are merged as Snakemake merges them.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -137,6 +138,43 @@ def files_in_force(loaded: Sequence[str | Path], given: Sequence[str | Path],
     cli = [str(f) for f in given]
     own = [] if replace else [str(f) for f in loaded if str(f) not in cli]
     return own + cli
+
+
+def merge_note(loaded: Sequence[str | Path], given: Sequence[str | Path],
+               replace: bool = False) -> str:
+    """One line when a ``--configfile`` of only new experiments was merged over the own config.
+
+    A researcher's own config usually names experiments of its own; merged over
+    ``config.yaml`` (the default), the paper experiments run beside them and their
+    checks apply. Returns ``""`` with ``--replace-workflow-config``, without
+    ``--configfile`` files, when a file reuses an experiment name of the own config
+    (an overlay such as config/paper_smoke.yaml means to merge) or sets none.
+    """
+    cli = [str(f) for f in given]
+    own = [str(f) for f in loaded if str(f) not in cli]
+    if replace or not cli or not own:
+        return ""
+
+    def experiments(path: str) -> set[str]:
+        try:
+            section = load_config_file(path).get("experiments")
+        except ConfigError:
+            return set()
+        return set(section) if isinstance(section, Mapping) else set()
+
+    base = set().union(*(experiments(f) for f in own))
+    new = [f for f in cli if (names := experiments(f)) and not names & base]
+    if not new or len(new) != len(cli):
+        return ""
+    def shown(path: str) -> str:  # relative to the working directory where inside it
+        rel = os.path.relpath(path)
+        return path if rel.startswith("..") else rel
+
+    mine, base_files = ", ".join(map(shown, new)), ", ".join(map(shown, own))
+    files = " ".join(f"--configfile {shown(f)}" for f in new)
+    return (f"{mine} was merged over {base_files} (its experiments are all new, so "
+            f"{base_files}'s run too); to run it alone: snakemake {files} "
+            f"--replace-workflow-config --cores N")
 
 
 def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
