@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pflrepro.reporting.names import METHOD_NAMES, method_name, method_names
+from pflrepro.algorithms.registry import INFOS
+from pflrepro.reporting.names import METHOD_NAMES, method_labels, method_name, method_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,12 +30,40 @@ def test_two_ids_that_would_look_alike_are_refused() -> None:
 
 
 def test_every_shipped_method_id_has_a_distinct_name() -> None:
-    ids: set[str] = set()
+    ids: set[str] = set(INFOS)
+    labels: dict[str, str] = {}
     for path in [ROOT / "config.yaml", *sorted((ROOT / "config").glob("*.yaml"))]:
         raw = yaml.safe_load(path.read_text())
         if isinstance(raw, dict) and isinstance(raw.get("methods"), dict):
             ids |= set(raw["methods"])
-    missing = sorted(ids - set(METHOD_NAMES))
+            labels |= {m: spec["label"] for m, spec in raw["methods"].items()
+                       if isinstance(spec, dict) and "label" in spec}
+    with method_labels(labels):
+        shown = {m: method_name(m) for m in ids}
+    missing = sorted(m for m, name in shown.items() if name == m)
     assert not missing, missing
-    names = list(METHOD_NAMES.values())
-    assert len(set(names)) == len(names)
+    assert len(set(shown.values())) == len(shown)
+
+
+def test_a_config_label_comes_first_then_the_table_then_the_method_file() -> None:
+    # the method file's declaration: fedavg.py says display_name = "FedAvg"
+    assert INFOS["fedavg"].display_name == "FedAvg" and "fedavg" not in METHOD_NAMES
+    assert method_name("fedavg") == "FedAvg"
+    with method_labels({"fedavg": "FedAvg (SGD)", "fedavgm": "FedAvgM"}):
+        assert method_name("fedavg") == "FedAvg (SGD)"
+        assert method_names(["fedavgm", "local"]) == {"fedavgm": "FedAvgM", "local": "Local"}
+    assert method_name("fedavgm") == "fedavgm"  # outside the block: no label
+
+
+def test_a_variant_label_reaches_the_labels_json() -> None:
+    import json
+
+    from pflrepro.config import parse
+    from pflrepro.pipeline.workflow import display_labels
+
+    raw = yaml.safe_load((ROOT / "tests/workflow/config.yaml").read_text())
+    raw["methods"]["federico"]["label"] = "FedeRiCo (ours)"
+    cfg = parse(raw)
+    assert cfg.methods["federico"].label == "FedeRiCo (ours)"
+    assert json.loads(display_labels(cfg, ["tiny"]))["methods"] == {
+        "federico": "FedeRiCo (ours)"}

@@ -73,6 +73,7 @@ class APFL(Algorithm):
     """Adaptive personalised FL: personal models mixed with the global model."""
 
     name = "apfl"
+    display_name = "APFL"
     summary = "APFL (Deng et al. 2020): personal model mixed with the global one by α_i."
     Hyper = APFLHyper
     records = (ALPHA,)

@@ -69,6 +69,8 @@ class Algorithm(ABC):
     name: ClassVar[str]
     #: One-line description for the config schema.
     summary: ClassVar[str]
+    #: The name tables and figures show (its paper's spelling); "" shows the id.
+    display_name: ClassVar[str] = ""
     #: Frozen dataclass of hyperparameters.
     Hyper: ClassVar[type] = NoHyper
     #: Metric names :meth:`record` logs (the workflow draws weight and distance

@@ -66,6 +66,7 @@ class Ditto(FedAvgBase):
     """FedAvg's global model plus proximally regularised personal models."""
 
     name = "ditto"
+    display_name = "Ditto"
     summary = ("Ditto (Li et al. 2021): FedAvg global model plus personal models trained "
                "on F_k(v) + λ/2‖v − w‖².")
     Hyper = DittoHyper

@@ -62,6 +62,7 @@ class FedAvg(FedAvgBase):
     """FedAvg: every client predicts with the global model."""
 
     name = "fedavg"
+    display_name = "FedAvg"
     summary = "FedAvg (McMahan et al. 2017): one global model, size-weighted averaging."
 
     def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:

@@ -32,6 +32,7 @@ class FedAvgPlus(FedAvgBase):
     """FedAvg training; each client predicts with its locally tuned copy."""
 
     name = "fedavg_plus"
+    display_name = "FedAvg+"
     summary = "FedAvg+ (FedAvg with local tuning before evaluation, Jiang et al. 2019)."
     Hyper = FedAvgPlusHyper
 

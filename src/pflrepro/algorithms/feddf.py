@@ -181,6 +181,7 @@ class FedDF(Algorithm):
     """A global model per architecture: FedAvg within it, distilled from every client."""
 
     name = "feddf"
+    display_name = "FedDF"
     summary = ("FedDF (Lin et al. 2020): FedAvg per architecture, then ensemble distillation "
                "of each global model on the unlabeled public set.")
     Hyper = FedDFHyper

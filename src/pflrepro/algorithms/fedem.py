@@ -69,6 +69,7 @@ class FedEM(Algorithm):
     """Mixture of M shared components, per-client mixture weights; see the module docstring."""
 
     name = "fedem"
+    display_name = "FedEM"
     summary = "FedEM (Marfoq et al. 2021): federated EM over M shared component models."
     Hyper = FedEMHyper
     records = (WEIGHT,)

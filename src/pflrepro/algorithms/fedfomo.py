@@ -186,6 +186,7 @@ class FedFomo(Algorithm):
     """Per-client models updated by validation-scored first-order model mixing."""
 
     name = "fedfomo"
+    display_name = "FedFomo"
     summary = "FedFomo (Zhang et al. 2021): clients mix in models that lower their val loss."
     Hyper = FedFomoHyper
     records = (WEIGHT,)

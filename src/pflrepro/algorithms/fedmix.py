@@ -180,6 +180,7 @@ class FedMix(Algorithm):
     """K shared experts, a local gate per client, a global q(z|y); see the module docstring."""
 
     name = "fedmix"
+    display_name = "FedMix"
     summary = ("FedMix (Reisser et al. 2021): K shared experts, a local gate per client, "
                "a global q(z|y) in closed form.")
     Hyper = FedMixHyper

@@ -54,6 +54,7 @@ class FedProx(FedProxBase):
     """FedProx: every client predicts with the global model."""
 
     name = "fedprox"
+    display_name = "FedProx"
     summary = "FedProx (Li et al. 2020): FedAvg with a proximal term μ/2‖w − w_global‖²."
     Hyper = FedProxHyper
 

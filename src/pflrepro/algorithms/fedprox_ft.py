@@ -41,5 +41,6 @@ class FedProxFT(FedProxBase, FedAvgPlus):
     """FedProx training (FedProxBase.round); FedAvg+'s fine-tuned prediction."""
 
     name = "fedprox_ft"
+    display_name = "FedProx-FT"
     summary = "FedProx-FT (FedProx, then local fine-tuning before evaluation; Wang et al. 2019)."
     Hyper = FedProxFTHyper

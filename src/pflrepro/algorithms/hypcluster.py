@@ -101,6 +101,7 @@ class HypCluster(Algorithm):
     """q shared hypotheses; each client trains and uses its lowest-loss one."""
 
     name = "hypcluster"
+    display_name = "HypCluster"
     summary = ("HypCluster (Mansour et al. 2020): q shared models, each client trains and "
                "uses the one of lowest training loss.")
     Hyper = HypClusterHyper

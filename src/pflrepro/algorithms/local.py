@@ -19,6 +19,7 @@ class Local(Algorithm):
     """Each client runs its local steps every round; nothing is communicated."""
 
     name = "local"
+    display_name = "Local"
     summary = "Local training only, no collaboration (FedeRiCo 'Local', FedAMP 'Separate')."
     client_sampling = True
 

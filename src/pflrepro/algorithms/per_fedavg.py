@@ -114,6 +114,7 @@ class PerFedAvg(Algorithm):
     """Per-FedAvg: MAML local steps, uniform averaging, one-step personalisation."""
 
     name = "per_fedavg"
+    display_name = "Per-FedAvg"
     summary = ("Per-FedAvg (Fallah et al. 2020): FedAvg on the MAML objective "
                "f_i(w − α∇f_i(w)); each client personalises by one α-step.")
     Hyper = PerFedAvgHyper

@@ -60,6 +60,8 @@ class AlgorithmInfo:
     summary: str
     Hyper: type
     module: str
+    #: The name tables and figures show for it (its paper's spelling); "" shows the id.
+    display_name: str = ""
     #: The algorithm presumes plain SGD (``training.optimizer: sgd``, ``momentum: 0``);
     #: the config check rejects any other optimiser at parse time.
     requires_plain_sgd: bool = False
@@ -78,6 +80,7 @@ class AlgorithmInfo:
 
 #: Class attribute -> :class:`AlgorithmInfo` field, for every field read from a class.
 INFO_ATTRIBUTES = {"name": "name", "summary": "summary", "Hyper": "Hyper",
+                   "display_name": "display_name",
                    "requires_plain_sgd": "requires_plain_sgd", "records": "records",
                    "client_sampling": "client_sampling", "needs_public": "needs_public",
                    "heterogeneous_models": "heterogeneous_models", "TUNE_KEYS": "tune_keys"}

@@ -52,6 +52,7 @@ class Scaffold(Algorithm):
     """SCAFFOLD, option II control updates; with client sampling only the sampled update."""
 
     name = "scaffold"
+    display_name = "SCAFFOLD"
     summary = "SCAFFOLD (Karimireddy et al. 2020): control variates against client drift."
     Hyper = ScaffoldHyper
     requires_plain_sgd = True

@@ -30,13 +30,13 @@ def _list(args: argparse.Namespace) -> None:
 
     cfg = None
     paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
-                            and args.what == "hyperparameters" else [])
+                            and args.what in ("hyperparameters", "settings") else [])
     if paths:
         from pflrepro.config import check_config_paths
         from pflrepro.config.schema import build_schema
 
         cfg = check_config_paths(paths, build_schema())
-    sys.stdout.write(render(args.what, cfg))
+    sys.stdout.write(render(args.what, cfg, scale=args.scale))
 
 
 def _positive_seconds(text: str) -> float:
@@ -150,11 +150,16 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
                        "partition schemes (options, defaults)")
     p.add_argument("what", nargs="?", default="all",
-                   choices=["all", "methods", "datasets", "partitions", "hyperparameters"])
+                   choices=["all", "methods", "datasets", "partitions", "hyperparameters",
+                            "settings"])
     p.add_argument("--config", nargs="+", metavar="FILE",
-                   help="hyperparameters: the config whose method variants to list, merged "
-                   "in order (default: ./config.yaml): per value, stated by the paper, set "
-                   "by us (why), tuned (by which experiments) or default")
+                   help="hyperparameters and settings: the config to list, merged in order "
+                   "(default: ./config.yaml); hyperparameters: per value, stated by the "
+                   "paper, set by us (why), tuned (by which experiments) or default; "
+                   "settings: every setting of every experiment of --scale beside its "
+                   "source (Markdown, as docs/settings.md)")
+    p.add_argument("--scale", choices=["paper", "cpu"], default="paper",
+                   help="settings: the experiments' scale (default paper)")
     p.set_defaults(func=_list)
 
     p = sub.add_parser("plan", help="what `snakemake -n` would run: jobs by rule and by "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +78,36 @@ def _read_aggregates(paths: Sequence[str]) -> Any:
 
 def _labels(text: str | None) -> tuple[dict[str, str], dict[str, str]]:
     """(partition labels, experiment labels) from the workflow's ``--labels`` JSON."""
+    raw = _labels_json(text)
+    return dict(raw.get("partitions", {})), dict(raw.get("experiments", {}))
+
+
+def _labels_json(text: str | None) -> dict[str, dict[str, str]]:
+    """The workflow's ``--labels`` JSON: partitions, experiments and methods by id."""
     raw = json.loads(text) if text else {}
-    unknown = set(raw) - {"partitions", "experiments"}
+    if not isinstance(raw, dict):
+        raise ValueError(f"--labels: a JSON object is expected, got {type(raw).__name__}")
+    unknown = set(raw) - {"partitions", "experiments", "methods"}
     if unknown:
         raise ValueError(f"--labels: unknown key(s) {sorted(unknown)}")
-    return dict(raw.get("partitions", {})), dict(raw.get("experiments", {}))
+    for key, value in raw.items():
+        if not isinstance(value, dict):
+            raise ValueError(f"--labels: {key!r} must map ids to labels")
+    return raw
+
+
+def with_method_labels(command: Callable[[argparse.Namespace], None]
+                       ) -> Callable[[argparse.Namespace], None]:
+    """``command``, run with the ``--labels`` JSON's method labels in force."""
+    from pflrepro.reporting.names import method_labels
+
+    def run(args: argparse.Namespace) -> None:
+        methods = _labels_json(getattr(args, "labels", None)).get("methods", {})
+        with method_labels(methods):
+            command(args)
+
+    run.__doc__ = command.__doc__
+    return run
 
 
 CAPTIONS = {
@@ -191,7 +216,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--projection-csv", type=output_file)
     p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...} (the tuning note)')
     p.add_argument("--tuning", help=TUNING_HELP)
-    p.set_defaults(func=_cost)
+    p.set_defaults(func=with_method_labels(_cost))
 
     p = sub.add_parser("aggregate", help="concatenate run tables")
     p.add_argument("--out", type=output_file, required=True)
@@ -206,11 +231,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--caption", help="table caption (default: says what the metric is)")
     p.add_argument("--methods", nargs="*", help="row order")
     p.add_argument("--experiments", nargs="*", help="column-group order (several experiments)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
     p.add_argument("--tuning", help=TUNING_HELP)
-    p.set_defaults(func=_table)
+    p.set_defaults(func=with_method_labels(_table))
 
     p = sub.add_parser("communication", help="communication cost per method (Markdown, CSV)")
     p.add_argument("--aggregate", required=True, nargs="+", help="aggregated runs")
@@ -221,7 +246,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--tuning", help=TUNING_HELP)
     p.add_argument("--caption", default="Communication per method: scalars sent and "
                    "received, and final accuracy.")
-    p.set_defaults(func=_communication)
+    p.set_defaults(func=with_method_labels(_communication))
 
     from pflrepro.config.figure_kinds import KINDS, OPTIONS
 
@@ -229,7 +254,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("kind", choices=list(KINDS), help="the figure kind (one module of "
                    "pflrepro.reporting.figures each)")
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
     p.add_argument("--data", help="prepared data set (labels)")
     p.add_argument("--partition", help="partition file (labels)")
     p.add_argument("--pdf", type=output_file, required=True)
@@ -246,7 +271,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--methods", nargs="*",
                    help=f"{OPTIONS['methods'][1]} ({kinds_with('methods')})")
     p.add_argument("--names", help=f"{OPTIONS['names'][1]} ({kinds_with('names')})")
-    p.set_defaults(func=_plot)
+    p.set_defaults(func=with_method_labels(_plot))
 
     p = sub.add_parser("claims", help="check the papers' claims against aggregates")
     p.add_argument("--claims", required=True, help="claims file (config/claims.yaml)")
@@ -254,7 +279,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    help="whose experiments the claims are checked on")
     p.add_argument("--aggregate", nargs="*", default=[],
                    help="aggregated runs (none: every claim is missing)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--config", nargs="+", metavar="FILE",
                        help="config file(s) whose experiments' partitions, methods and seeds "
@@ -264,4 +289,4 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                        '"seeds": [[split, train], ...]}}')
     p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--csv", type=output_file, required=True)
-    p.set_defaults(func=_claims)
+    p.set_defaults(func=with_method_labels(_claims))

@@ -30,6 +30,8 @@ class MethodConfig:
     algorithm: str
     params: Mapping[str, Any]
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: The name tables and figures show for the variant ("": the method's own name).
+    label: str = ""
 
 
 #: How a method entry's ``sources:`` text starts: the paper states the value, or it does
@@ -94,6 +96,8 @@ class ExperimentConfig:
     seed_pairing: str = "grid"
     #: Unstated hyperparameters selected on validation (:mod:`pflrepro.tuning`), or None.
     tune: Any = None
+    #: Where each setting's value comes from (:mod:`pflrepro.config.settings_sources`).
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"experiments.{self.name}"

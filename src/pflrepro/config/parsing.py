@@ -46,6 +46,7 @@ from pflrepro.config.model import (
     WorkflowConfig,
     parse_sources,
 )
+from pflrepro.config.settings_sources import parse_setting_sources
 from pflrepro.data.checksums import parse_checksums
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner, from_spec
@@ -95,13 +96,17 @@ def _parse_methods(section: Mapping[str, Any]) -> dict[str, MethodConfig]:
         spec = dict(spec or {})
         algo = spec.pop("algorithm", name)
         sources = spec.pop("sources", None)
+        label = spec.pop("label", "")
+        if not isinstance(label, str):
+            raise ConfigError(f"methods.{name}.label: a display name (text), got {label!r}")
         try:
             parse_hyper(algorithm_info(algo), spec)
         except ValueError as err:
             raise ConfigError(f"methods.{name}: {err}") from err
         methods[name] = MethodConfig(name=name, algorithm=algo, params=spec,
                                      sources=parse_sources(sources, algo,
-                                                           f"methods.{name}.sources"))
+                                                           f"methods.{name}.sources"),
+                                     label=label)
         _check_method_params(methods[name], f"methods.{name}")
     return methods
 
@@ -178,6 +183,7 @@ def _parse_experiment(name: str, spec: Mapping[str, Any], defaults: Mapping[str,
         partition_labels=labels,
         public=_public(spec.get("public"), f"{where}.public"),
         seed_pairing=str(spec.get("seed_pairing", "grid")),
+        sources=parse_setting_sources(spec.get("sources"), f"{where}.sources"),
     )
     exp = _with_tune(exp, spec.get("tune"), methods)
     _check_methods_fit(exp, methods, where)

@@ -93,6 +93,11 @@ def _training_schema() -> dict[str, Any]:
             from pflrepro.training.settings import ASSIGNMENTS
 
             entry = {"type": "string", "enum": list(ASSIGNMENTS)}
+        elif f.name in ("client_selection", "eval_test"):
+            from pflrepro.training.settings import EVAL_TESTS, SELECTIONS
+
+            entry = {"type": "string", "enum": list(SELECTIONS if f.name == "client_selection"
+                                                     else EVAL_TESTS)}
         elif f.name in ("optimizer",):
             entry = {"type": "string", "enum": ["adam", "sgd"]}
         elif f.name == "device":
@@ -134,6 +139,10 @@ def _method_schema() -> dict[str, Any]:
             "description": "Where each value comes from (`pflrepro list hyperparameters`): "
                            "'paper: <where it states it>' or 'unstated: <why this value>'.",
             "additionalProperties": {"type": "string", "pattern": "^(paper|unstated): ."}}
+        props["label"] = {"type": "string", "minLength": 1,
+                          "description": "The name tables, figures and the report show for "
+                                         "this variant (default: the method's own name, "
+                                         "else its id)."}
         cases.append({"if": {"properties": {"algorithm": {"const": name}}},
                       "then": {"properties": props, "additionalProperties": False}})
     summaries = "; ".join(f"{n}: {c.summary}" for n, c in sorted(INFOS.items()))
@@ -242,8 +251,21 @@ def _experiment_schema() -> dict[str, Any]:
                                for k, v in DEFAULT_RESOURCES.items()},
             },
             "tune": _tune_schema(),
+            "sources": _setting_sources_schema(),
         },
     }
+
+
+def _setting_sources_schema() -> dict[str, Any]:
+    """An experiment's ``sources:`` (:mod:`pflrepro.config.settings_sources`)."""
+    from pflrepro.config.settings_sources import SETTING_SOURCE_KINDS, SETTINGS
+
+    text = {"type": "string", "pattern": f"^({'|'.join(SETTING_SOURCE_KINDS)}): ."}
+    return {"type": "object", "additionalProperties": False,
+            "description": "Where each setting's value comes from: 'paper: <where the text "
+                           "states it>' or 'unstated: <why this value>' (`pflrepro list "
+                           "settings` shows them beside the values).",
+            "properties": {k: {**text, "description": doc} for k, doc in SETTINGS.items()}}
 
 
 def _tune_schema() -> dict[str, Any]:

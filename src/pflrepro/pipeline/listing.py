@@ -217,20 +217,27 @@ def overview() -> str:
     return "\n".join(lines)
 
 
-def render(what: str = "all", cfg: WorkflowConfig | None = None) -> str:
-    """``methods``, ``datasets``, ``partitions``, ``hyperparameters`` or ``all``.
+def render(what: str = "all", cfg: WorkflowConfig | None = None, scale: str = "paper"
+           ) -> str:
+    """``methods``, ``datasets``, ``partitions``, ``hyperparameters``, ``settings`` or ``all``.
 
-    ``all`` is the one-screen :func:`overview`; ``hyperparameters`` needs a config ``cfg``.
+    ``all`` is the one-screen :func:`overview`; ``hyperparameters`` and ``settings``
+    (every ``scale`` experiment's settings beside their sources,
+    :mod:`pflrepro.reporting.settings_table`) need a config ``cfg``.
     """
     parts: dict[str, Any] = {"methods": methods, "datasets": datasets,
                              "partitions": partitions}
     if what == "all":
         return overview()
-    if what == "hyperparameters":
+    if what in ("hyperparameters", "settings"):
         if cfg is None:
-            raise ValueError("listing hyperparameters needs a config (--config)")
+            raise ValueError(f"listing {what} needs a config (--config)")
+        if what == "settings":
+            from pflrepro.reporting.settings_table import render as settings
+
+            return settings(cfg, scale) + "\n"
         return hyperparameters(cfg)
     if what not in parts:
         raise ValueError(f"nothing called {what!r} to list; choose one of "
-                         f"{sorted([*parts, 'hyperparameters'])}")
+                         f"{sorted([*parts, 'hyperparameters', 'settings'])}")
     return parts[what]()

@@ -1,37 +1,35 @@
 """The names a reader sees for method ids: the papers' spelling (FedAvg+, FedProx-FT, ...).
 
-Tables and figures show these names; CSV files, paths and wildcards keep the ids.
-:data:`METHOD_NAMES` lists every method id of the shipped configs; an id it does not
-list (a user's own variant) shows as itself. The base names follow the papers'
-text (FedeRiCo's "FedAvg+", "Clustered FL", "Local"; FedAMP's "FedAvg-FT",
-"FedProx-FT", "HeurFedAMP"); a variant is its base name with the setting it changes.
+Tables and figures show these names; CSV files, paths and wildcards keep the ids. A
+method id shows as, first found: the ``label:`` its config variant gives (the
+workflow passes them to the reporting commands, which hold them for the command's
+duration: :func:`method_labels`); :data:`METHOD_NAMES`, every method id of the shipped
+configs; the ``display_name`` its method file declares (an id that is an algorithm's
+name); else the id itself. The base names follow the papers' text (FedeRiCo's
+"FedAvg+", "Clustered FL", "Local"; FedAMP's "FedAvg-FT", "FedProx-FT", "HeurFedAMP");
+a variant is its base name with the setting it changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
-#: Method id -> name shown in tables and figures.
+#: The config's labels of method variants, held by :func:`method_labels`.
+_LABELS: ContextVar[Mapping[str, str]] = ContextVar("method_labels", default={})
+
+#: Method id -> name shown in tables and figures: the shipped configs' variants and the
+#: algorithms whose files declare no ``display_name`` yet.
 METHOD_NAMES: Mapping[str, str] = {
-    "local": "Local",
-    "fedavg": "FedAvg",
-    "fedavg_plus": "FedAvg+",
+    "majority": "Majority class",
     "fedavg_ft": "FedAvg-FT",
-    "fedprox": "FedProx",
-    "fedprox_ft": "FedProx-FT",
     "fedprox_hand": "FedProx (hand-set μ)",
     "fedprox_ft_hand": "FedProx-FT (hand-set μ)",
-    "scaffold": "SCAFFOLD",
-    "apfl": "APFL",
-    "ditto": "Ditto",
     "ditto_hand": "Ditto (hand-set λ)",
-    "per_fedavg": "Per-FedAvg",
     "clustered_fl": "Clustered FL",
-    "hypcluster": "HypCluster",
-    "fedem": "FedEM",
-    "fedfomo": "FedFomo",
+    "clustered_fl_fedem": "Clustered FL (FedEM's ε)",
     "fedfomo_m5": "FedFomo (M=5)",
-    "feddf": "FedDF",
     "fedamp": "FedAMP",
     "fedamp_hand": "FedAMP (hand-set)",
     "heurfedamp": "HeurFedAMP",
@@ -55,7 +53,6 @@ METHOD_NAMES: Mapping[str, str] = {
     "perfedckt_c2": "PerFed-CKT (2 clusters)",
     "perfedckt_c4": "PerFed-CKT (4 clusters)",
     "perfedckt_c5": "PerFed-CKT (5 clusters)",
-    "fedmix": "FedMix",
     "fedmix_k1": "FedMix (k=1)",
     "fedmix_k2": "FedMix (k=2)",
     "fedmix_k8": "FedMix (k=8)",
@@ -64,9 +61,26 @@ METHOD_NAMES: Mapping[str, str] = {
 }
 
 
+@contextmanager
+def method_labels(labels: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, the method ids of ``labels`` show as their labels."""
+    token = _LABELS.set(dict(labels))
+    try:
+        yield
+    finally:
+        _LABELS.reset(token)
+
+
 def method_name(method: str) -> str:
-    """The name ``method`` (an id) shows as: :data:`METHOD_NAMES`, else the id itself."""
-    return METHOD_NAMES.get(str(method), str(method))
+    """The name ``method`` (an id) shows as: a config label, :data:`METHOD_NAMES`, the
+    method file's ``display_name``, else the id itself."""
+    from pflrepro.algorithms.registry import INFOS
+
+    method = str(method)
+    if label := _LABELS.get().get(method) or METHOD_NAMES.get(method):
+        return label
+    info = INFOS.get(method)
+    return info.display_name if info is not None and info.display_name else method
 
 
 def method_names(methods: Iterable[str]) -> dict[str, str]:

@@ -222,10 +222,15 @@ def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:
 
 
 def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
-    """JSON of display labels: ``{"partitions": {id: label}, "experiments": {name: label}}``."""
+    """JSON of display labels: ``{"partitions": {id: label}, "experiments": {name: label},
+    "methods": {id: label}}`` (methods: only the variants whose config gives a ``label``)."""
     names = list(experiments)
     partitions: dict[str, str] = {}
+    methods: dict[str, str] = {}
     for name in names:
         partitions.update(cfg.experiments[name].partition_labels)
+        methods.update({m: cfg.methods[m].label for m in cfg.experiments[name].methods
+                        if cfg.methods[m].label})
     return canonical_json({"partitions": partitions,
-                           "experiments": {n: cfg.experiments[n].label for n in names}})
+                           "experiments": {n: cfg.experiments[n].label for n in names},
+                           "methods": methods})
