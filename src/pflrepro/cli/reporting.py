@@ -231,7 +231,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--caption", help="table caption (default: says what the metric is)")
     p.add_argument("--methods", nargs="*", help="row order")
     p.add_argument("--experiments", nargs="*", help="column-group order (several experiments)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, '
+                   '"methods": {...}}')
     p.add_argument("--metric", default="weighted_final", choices=["weighted_final", "mean_bmta"],
                    help="weighted final accuracy (FedeRiCo) or BMTA and final mean (FedAMP)")
     p.add_argument("--tuning", help=TUNING_HELP)
@@ -254,7 +255,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("kind", choices=list(KINDS), help="the figure kind (one module of "
                    "pflrepro.reporting.figures each)")
     p.add_argument("--aggregate", nargs="+", help="aggregated runs (all kinds but labels)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, '
+                   '"methods": {...}}')
     p.add_argument("--data", help="prepared data set (labels)")
     p.add_argument("--partition", help="partition file (labels)")
     p.add_argument("--pdf", type=output_file, required=True)
@@ -279,7 +281,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    help="whose experiments the claims are checked on")
     p.add_argument("--aggregate", nargs="*", default=[],
                    help="aggregated runs (none: every claim is missing)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, "methods": {...}}')
+    p.add_argument("--labels", help='JSON {"partitions": {id: label}, "experiments": {...}, '
+                   '"methods": {...}}')
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--config", nargs="+", metavar="FILE",
                        help="config file(s) whose experiments' partitions, methods and seeds "

@@ -73,6 +73,6 @@ __all__ = ["CLIENT_COUNTED", "ConfigError", "DEFAULT_RESOURCES", "ExperimentConf
            "SEED_PAIRINGS", "SOURCE_KINDS", "TABLE_METRICS", "TRAINING_MAXIMA",
            "TableConfig", "WorkflowConfig", "canonical_json", "check",
            "check_config_files", "check_config_paths", "check_name", "check_schema",
-           "files_in_force",
-           "load_config_file", "merge_configs", "merge_note", "model_parameters_lower_bound", "parse",
+           "files_in_force", "load_config_file", "merge_configs", "merge_note",
+           "model_parameters_lower_bound", "parse",
            "parse_sources", "projected_sample_passes"]

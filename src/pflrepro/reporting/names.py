@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 #: The config's labels of method variants, held by :func:`method_labels`.
-_LABELS: ContextVar[Mapping[str, str]] = ContextVar("method_labels", default={})
+_LABELS: ContextVar[Mapping[str, str] | None] = ContextVar("method_labels", default=None)
 
 #: Method id -> name shown in tables and figures: the shipped configs' variants and the
 #: algorithms whose files declare no ``display_name`` yet.
@@ -72,12 +72,15 @@ def method_labels(labels: Mapping[str, str]) -> Iterator[None]:
 
 
 def method_name(method: str) -> str:
-    """The name ``method`` (an id) shows as: a config label, :data:`METHOD_NAMES`, the
-    method file's ``display_name``, else the id itself."""
+    """The name ``method`` (an id) shows as.
+
+    First found: a config label, :data:`METHOD_NAMES`, the method file's
+    ``display_name``, else the id itself.
+    """
     from pflrepro.algorithms.registry import INFOS
 
     method = str(method)
-    if label := _LABELS.get().get(method) or METHOD_NAMES.get(method):
+    if label := (_LABELS.get() or {}).get(method) or METHOD_NAMES.get(method):
         return label
     info = INFOS.get(method)
     return info.display_name if info is not None and info.display_name else method

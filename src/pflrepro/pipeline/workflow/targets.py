@@ -222,8 +222,10 @@ def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:
 
 
 def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
-    """JSON of display labels: ``{"partitions": {id: label}, "experiments": {name: label},
-    "methods": {id: label}}`` (methods: only the variants whose config gives a ``label``)."""
+    """JSON of display labels of partitions, experiments and methods (id -> label each).
+
+    ``methods`` holds only the variants whose config gives a ``label``.
+    """
     names = list(experiments)
     partitions: dict[str, str] = {}
     methods: dict[str, str] = {}
