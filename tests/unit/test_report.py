@@ -54,6 +54,10 @@ def test_tables_get_category_label_and_a_caption_that_is_valid_rst() -> None:
     assert [table_label(n, cfg) for n in names] == [
         "accuracy table", "communication table", "combined table", "claims table",
         "paper vs ours"]
+    # the projections are no claims table (the label fell through to it)
+    assert table_label("cost-projection", cfg) == "cost projection"
+    assert table_label("paper-grid-projection", cfg) == "cost projection"
+    assert table_label("something-else", cfg) == "table"
     caption = captions["tables"][names[0]]
     for item in ("**scale**: cpu", "**data**: fashion", "**partitions**", "**seeds**",
                  "**training**", "**methods**", "federico-best"):

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config.figure_kinds import KINDS
+from pflrepro.reporting.claims.parse import CLAIMS_TABLES
 from pflrepro.reporting.cost_projection import COST_PROJECTION
 from pflrepro.reporting.flops import GRID_PROJECTION
 from pflrepro.store.targets import output_file
@@ -183,7 +184,11 @@ def table_label(name: str, cfg: WorkflowConfig) -> str:
         return "combined table"
     if base in cfg.experiments:
         return "accuracy table"
-    return "claims table"
+    if base in PROJECTIONS:
+        return "cost projection"
+    if base in CLAIMS_TABLES.values():
+        return "claims table"
+    return "table"
 
 
 def table_category(name: str, cfg: WorkflowConfig, claims: Sequence[Claim] = (),
@@ -200,7 +205,9 @@ def table_category(name: str, cfg: WorkflowConfig, claims: Sequence[Claim] = (),
         return paper_of(base, claims), base
     if name in PROJECTIONS:
         return COST_CATEGORY, name
-    return CLAIMS_CATEGORY, name
+    if name in CLAIMS_TABLES.values():
+        return CLAIMS_CATEGORY, name
+    return OTHER, name
 
 
 def report_captions(cfg: WorkflowConfig, claims: Sequence[Claim] = (),

@@ -7,8 +7,8 @@ wildcards.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
 
+from pflrepro.reporting.claims.parse import CLAIMS_TABLES  # noqa: F401 (re-exported)
 from pflrepro.store.paths import DATA_DIR
 
 
@@ -82,8 +82,6 @@ REPORT_TABLE_LOG = "logs/report_table/{name}.log"
 #: The claims file, relative to the Snakefile's directory (not the working directory).
 CLAIMS_FILE = "config/claims.yaml"
 CLAIMS_TABLE = pattern(TABLE, experiment="{claims}")
-#: The claims table of each scale (the ``claims`` wildcard), e.g. ``claims_cpu``.
-CLAIMS_TABLES: Mapping[str, str] = {"paper": "claims", "cpu": "claims_cpu"}
 
 #: Partial tables written after a failed workflow (:mod:`pflrepro.reporting.partial`).
 PARTIAL_REPORT = "results/partial/{experiment}.{ext}"

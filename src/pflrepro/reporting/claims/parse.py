@@ -27,6 +27,8 @@ __all__ = ["ACCURACY_METRICS", "BASES", "CHECK_TYPES", "COLUMNS", "OPS", "PAPERS
            "row_groups", "row_keys"]
 
 PAPERS = ("FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix")
+#: The claims table of each scale, by name (results/tables/<name>.{md,csv}).
+CLAIMS_TABLES: Mapping[str, str] = {"paper": "claims", "cpu": "claims_cpu"}
 VERDICTS = ("holds", "fails", "inconclusive", "undecidable", "incomplete", "missing")
 #: What a row's verdict rests on: an independent check, the protocol's arithmetic (the
 #: claim's ``by_design``) or a choice made with the claim's statement (``selected_by``).
