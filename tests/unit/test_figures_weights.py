@@ -63,13 +63,18 @@ def test_plot_client_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert_names_not_ids(figures[0], ["federico"], labels)
 
 
-def test_plot_client_weights_mixture_and_no_groups(tmp_path: Path) -> None:
+def test_plot_client_weights_mixture_and_no_groups(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = captured_figures(monkeypatch)
     # FedEM-style: 3 clients x 2 components
     mix = make_run({1: [0.5, 0.5, 0.5]}, n_test=(1, 1, 1), method="fedem",
                    weights={1: np.array([[0.9, 0.1], [0.5, 0.5], [0.0, 1.0]])})
     plot_client_weights(mix, tmp_path / "m.pdf", tmp_path / "m.png", method="fedem",
                         peer_label="component")
     assert_figure_files(tmp_path / "m.pdf", tmp_path / "m.png")
+    # the colour bar names a mixture over components, not client-to-client weights
+    assert "mixture weight $\\pi_{ij}$" in texts(figures[0])
+    assert not any("w_{ij}" in t for t in texts(figures[0]))
     # more than 10 clients (no annotations), no group rows at all
     k = 11
     big = make_run({1: [0.5] * k}, n_test=[1] * k, weights={1: np.full((k, k), 1 / k)})

@@ -149,8 +149,11 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
     all_groups = sorted({g for p in panels for g in p.client_groups}, key=lambda g: (g < 0, g))
     colours = group_colours(all_groups)
     cmap = sns.color_palette("rocket_r", as_cmap=True)
-    xlabel = peer_label or ("peer $j$" if all(p.peer_groups is not None for p in panels)
-                            else "component $j$")
+    to_clients = all(p.peer_groups is not None for p in panels)
+    xlabel = peer_label or ("peer $j$" if to_clients else "component $j$")
+    # client-to-client weights (FedeRiCo's w_ij) or a client's mixture over components
+    # (FedEM's pi_ij): the colour bar says which
+    default_value = (f"{metric} $w_{{ij}}$" if to_clients else "mixture weight $\\pi_{ij}$")
 
     with matplotlib.rc_context(STYLE):
         n_rows, n_cols = grid(len(panels))
@@ -163,8 +166,7 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
                      wrap(shown[panel.partition]))
         fig.colorbar(ScalarMappable(norm=Normalize(vmin=0.0, vmax=1.0), cmap=cmap),
                      cax=fig.add_subplot(outer[:, -1]),
-                     label=value_label or (f"{metric} $w_{{ij}}$" if metric == WEIGHT
-                                           else metric))
+                     label=value_label or (default_value if metric == WEIGHT else metric))
     handles = [Patch(facecolor=colours[g], edgecolor="none") for g in all_groups]
     unknown = "no distribution id" if all(p.groups_known for p in panels) else "unknown"
     names = [f"distribution {g}" if g >= 0 else unknown for g in all_groups]
