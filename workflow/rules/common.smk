@@ -225,7 +225,7 @@ def cost_args(wildcards):
 
 
 def partition_title(wildcards):
-    return f"{wildcards.dataset}: {wildcards.partition}, split {wildcards.split}"
+    return W.partition_title(CFG, wildcards.dataset, wildcards.partition, wildcards.split)
 
 
 def claims_aggregates(wildcards):

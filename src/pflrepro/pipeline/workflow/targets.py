@@ -221,6 +221,15 @@ def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:
     return [AGGREGATE.format(experiment=e) for e in cfg.tables[table].experiments]
 
 
+def partition_title(cfg: WorkflowConfig, dataset: str, partition: str, split: int | str
+                    ) -> str:
+    """A partition figure's title: its data set, its label (else its id) and split."""
+    labels = {exp.partition_labels[partition] for exp in cfg.experiments.values()
+              if exp.dataset == dataset and partition in exp.partition_labels}
+    shown = " / ".join(sorted(labels)) if labels else partition
+    return f"{dataset}: {shown}, split {split}"
+
+
 def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
     """JSON of display labels of partitions, experiments and methods (id -> label each).
 
