@@ -219,3 +219,24 @@ def test_shipped_by_design_and_selection_claims() -> None:
                         "federico-lone-client-uses-itself", "federico-few-models",
                         "federico-weights-within-above-across"}
     assert all("warmup_rounds: 1" in claims[i].selected_by for i in selected)
+
+
+def test_an_inconclusive_row_says_how_many_seed_pairs_would_decide_it() -> None:
+    from pflrepro.reporting.claims.checks.logic import pairs_needed
+
+    # margin 1, interval [-1, 3] from 3 pairs: half-width 2; at 3 * (2/1)^2 = 12 pairs
+    # the interval would touch 0, so 13 clear it
+    assert pairs_needed(1.0, -1.0, 3.0, 3) == (
+        "at the observed spread about 13 seed pairs would decide it (n = 3)")
+    # a half-width just above the margin: one more pair at least
+    assert "about 4 seed pairs" in pairs_needed(1.0, -0.01, 2.01, 3)
+    assert "no number of seed pairs" in pairs_needed(0.0, -1.0, 1.0, 3)
+    # and the reason of a real inconclusive row carries it
+    seeds = ((0, 0), (1, 1))
+    agg = pd.concat([final_run("federico", f, split_seed=s, train_seed=t)
+                     for f, (s, t) in zip((0.9, 0.8), seeds, strict=True)]
+                    + [final_run("local", f, split_seed=s, train_seed=t)
+                       for f, (s, t) in zip((0.9, 0.84), seeds, strict=True)],
+                    ignore_index=True)
+    frame = evaluate(agg, COMPARE, k=1)
+    assert "seed pairs would decide it (n = 2)" in frame["numbers"].iloc[0]

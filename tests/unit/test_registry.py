@@ -42,8 +42,9 @@ def test_hyperparameters_in_schema_branch(name):
     for f in dataclasses.fields(ALGORITHMS[name].Hyper):
         assert f.name in props, f"{name}: hyperparameter {f.name!r} missing from the schema"
         assert props[f.name]["default"] == f.default
-    # besides the hyperparameters: `sources` (where each value comes from, not a param)
-    assert set(props) == {"algorithm", "sources"} | {f.name for f in dataclasses.fields(
+    # besides the hyperparameters: `sources` (where each value comes from) and `label` (its
+    # display name), neither a param
+    assert set(props) == {"algorithm", "sources", "label"} | {f.name for f in dataclasses.fields(
         ALGORITHMS[name].Hyper)}
 
 

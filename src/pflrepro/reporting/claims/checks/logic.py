@@ -190,8 +190,25 @@ def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool,
         out.reason = (f"tie: the margin and its whole interval are within {tie:.3g} of 0 "
                       "(the tie tolerance), and the predicate is strict")
     else:
-        out.reason = f"the {LEVEL:.0%} interval of the margin contains the threshold"
+        out.reason = (f"the {LEVEL:.0%} interval of the margin contains the threshold; "
+                      f"{pairs_needed(margin, low, high, n)}")
     return out
+
+
+def pairs_needed(margin: float, low: float, high: float, n: int) -> str:
+    """How many seed pairs would decide an inconclusive row, at the spread observed.
+
+    The rule: the interval's half-width shrinks as 1/sqrt(n), so it clears the threshold
+    once n' > n (half-width / |margin|)^2 (the margin and spread staying as measured).
+    A margin of 0 is decided by no number of pairs.
+    """
+    import math
+
+    half = (high - low) / 2
+    if margin == 0 or not math.isfinite(half):
+        return "at a margin of 0 no number of seed pairs decides it"
+    need = max(n + 1, math.floor(n * (half / abs(margin)) ** 2) + 1)
+    return f"at the observed spread about {need} seed pairs would decide it (n = {n})"
 
 
 @dataclass
