@@ -16,7 +16,8 @@ import pflrepro.pipeline.tuning_jobs as TJ
 import pflrepro.config as C
 import pflrepro.pipeline.other_configs as OC
 import pflrepro.pipeline.plan_cost as PLAN_COST
-from pflrepro.config.errors import located, refuse_periodic_names
+from pflrepro.config.checks import refuse_periodic_names
+from pflrepro.config.errors import located
 from pflrepro.pipeline.data_targets import prepared_files
 from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of, load_claims
 import pflrepro.reporting.report as RP

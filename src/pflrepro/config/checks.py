@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pflrepro.algorithms.registry import algorithm_info, parse_hyper
-from pflrepro.config.errors import ConfigError
+from pflrepro.config.errors import PERIODIC_REPEATS, ConfigError, periodic_piece
 from pflrepro.config.limits import (
     MAX_KERNEL,
     MAX_MODEL_PARAMETERS,
@@ -22,7 +22,7 @@ from pflrepro.config.limits import (
     TRAINING_MAXIMA,
     _short,
 )
-from pflrepro.config.model import ExperimentConfig, MethodConfig
+from pflrepro.config.model import ExperimentConfig, MethodConfig, WorkflowConfig
 from pflrepro.data.datasets import DATASETS
 from pflrepro.data.partition import Partitioner
 from pflrepro.models import check_model_options
@@ -263,3 +263,26 @@ def _check_input_shape(exp: ExperimentConfig, where: str) -> None:
             check_input_shape(model, shape)
         except ValueError as err:
             raise ConfigError(f"{where}.training.{key} (data set {exp.dataset}): {err}") from err
+
+
+def _names(cfg: WorkflowConfig) -> Iterable[tuple[str, str]]:
+    """(what, name) of every config name that becomes a wildcard value."""
+    yield from (("experiment", name) for name in cfg.experiments)
+    yield from (("method", name) for name in cfg.methods)
+    yield from (("table", name) for name in cfg.tables)
+    for exp in cfg.experiments.values():
+        yield "data set", exp.dataset
+        yield from ((f"experiment {exp.name!r}: partition", p.id) for p in exp.partitions)
+
+
+def refuse_periodic_names(cfg: WorkflowConfig) -> WorkflowConfig:
+    """``cfg``, or :class:`ConfigError` naming a name Snakemake takes for a recursion."""
+    for what, name in _names(cfg):
+        periodic = periodic_piece(name)
+        if periodic is not None:
+            raise ConfigError(
+                f"{what} {name!r} ends in {periodic[0]!r} repeated {periodic[1]} times: "
+                f"Snakemake takes a name ending in one piece repeated "
+                f"{PERIODIC_REPEATS} or more times for a rule that recurses into itself "
+                f"(PeriodicWildcardError); rename it")
+    return cfg

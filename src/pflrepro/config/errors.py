@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-
-if TYPE_CHECKING:
-    from pflrepro.config import WorkflowConfig
 
 #: Snakemake's ``PeriodicityDetector``: a wildcard value ending in one piece repeated
 #: this many times or more is refused.
@@ -134,29 +131,6 @@ def periodic_piece(name: str) -> tuple[str, int] | None:
     return match.group(1), len(match.group(0)) // len(match.group(1))
 
 
-def _names(cfg: WorkflowConfig) -> Iterable[tuple[str, str]]:
-    """(what, name) of every config name that becomes a wildcard value."""
-    yield from (("experiment", name) for name in cfg.experiments)
-    yield from (("method", name) for name in cfg.methods)
-    yield from (("table", name) for name in cfg.tables)
-    for exp in cfg.experiments.values():
-        yield "data set", exp.dataset
-        yield from ((f"experiment {exp.name!r}: partition", p.id) for p in exp.partitions)
-
-
-def refuse_periodic_names(cfg: WorkflowConfig) -> WorkflowConfig:
-    """``cfg``, or :class:`ConfigError` naming a name Snakemake takes for a recursion."""
-    for what, name in _names(cfg):
-        periodic = periodic_piece(name)
-        if periodic is not None:
-            raise ConfigError(
-                f"{what} {name!r} ends in {periodic[0]!r} repeated {periodic[1]} times: "
-                f"Snakemake takes a name ending in one piece repeated "
-                f"{PERIODIC_REPEATS} or more times for a rule that recurses into itself "
-                f"(PeriodicWildcardError); rename it")
-    return cfg
-
-
 @contextlib.contextmanager
 def located(paths: Sequence[str | Path]) -> Iterator[None]:
     """Re-raise a :class:`SchemaError` inside with the ``file:line`` of its key in front."""
@@ -167,13 +141,6 @@ def located(paths: Sequence[str | Path]) -> Iterator[None]:
         if where is None:
             raise
         raise ConfigError(f"{where}: {err}") from None
-
-
-def located_check(paths: Sequence[str | Path], check: Callable[[], WorkflowConfig]
-                  ) -> WorkflowConfig:
-    """``check()`` (the merged files' check), :func:`located`, names refused as periodic."""
-    with located(paths):
-        return refuse_periodic_names(check())
 
 
 def json_object(text: str, what: str, keys: Mapping[str, Any],

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pflrepro.config.errors import ConfigError, located_check
+from pflrepro.config.checks import refuse_periodic_names
+from pflrepro.config.errors import ConfigError, located
 from pflrepro.config.model import WorkflowConfig
 from pflrepro.config.schema_check import check
 
@@ -208,3 +209,10 @@ def check_config_paths(paths: Sequence[str | Path],
     for path in paths:
         merged = merge_configs(merged, load_config_file(path))
     return located_check(paths, lambda: check(merged, schema))  # errors name file:line
+
+
+def located_check(paths: Sequence[str | Path], check: Callable[[], WorkflowConfig]
+                  ) -> WorkflowConfig:
+    """``check()`` (the merged files' check), :func:`located`, names refused as periodic."""
+    with located(paths):
+        return refuse_periodic_names(check())

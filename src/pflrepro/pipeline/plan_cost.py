@@ -24,7 +24,7 @@ from pflrepro.reporting.flops import DEVICE, UTILISATION, check_device, method_f
 
 if TYPE_CHECKING:
     from pflrepro.config import WorkflowConfig
-    from pflrepro.pipeline.plan import PlannedJob
+    from pflrepro.pipeline.planned_job import PlannedJob
 
 #: The environment variable naming the file the workflow writes its merged config to.
 CONFIG_ENV = "PFLREPRO_PLAN_CONFIG"

@@ -51,10 +51,10 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import SCALES
+from pflrepro.reporting.paper_cell import PaperCell
 from pflrepro.reporting.paper_settings import equal_groups, other_setting, per_run
 
 if TYPE_CHECKING:  # the workflow parse loads the numbers without pandas
@@ -89,38 +89,6 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 class PaperNumbersError(ValueError):
     """A problem in a numbers file; the message names the row and the column."""
-
-
-@dataclass(frozen=True)
-class PaperCell:
-    """One row of a numbers file (see the module docstring)."""
-
-    id: str
-    paper: str
-    table: str
-    table_id: str
-    setting: str
-    paper_method: str
-    quantity: str
-    value: float | None
-    unit: str
-    where: str
-    metric: str
-    experiment: str
-    partition: str
-    method: str
-    cpu_experiment: str
-    cpu_partition: str
-    planned: bool
-    note: str
-
-    def experiment_at(self, scale: str) -> str:
-        """Our experiment of this cell at ``scale`` (``""``: none)."""
-        return self.experiment if scale == "paper" else self.cpu_experiment
-
-    def partition_at(self, scale: str) -> str:
-        """Our partition label at ``scale`` (``""``: the experiment's only one)."""
-        return self.partition if scale == "paper" else self.cpu_partition
 
 
 # --------------------------------------------------------------------------- loading

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pflrepro.reporting.paper import PaperCell
+    from pflrepro.reporting.paper_cell import PaperCell
 
 
 def per_run(agg: pd.DataFrame, metric: str) -> dict[tuple[int, int], float]:
