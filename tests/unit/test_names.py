@@ -67,3 +67,23 @@ def test_a_variant_label_reaches_the_labels_json() -> None:
     assert cfg.methods["federico"].label == "FedeRiCo (ours)"
     assert json.loads(display_labels(cfg, ["tiny"]))["methods"] == {
         "federico": "FedeRiCo (ours)"}
+
+
+def test_groups_are_named_by_their_partitions_where_they_agree() -> None:
+    from pflrepro.data.schemes.label_permutation import LabelPermutationPartitioner
+    from pflrepro.data.schemes.rotation import RotationPartitioner
+    from pflrepro.reporting.names import group_name
+
+    rotation = RotationPartitioner(clients=8, groups=4)
+    assert rotation.group_names() == ("rotated 0°", "rotated 90°", "rotated 180°",
+                                      "rotated 270°")
+    permutation = LabelPermutationPartitioner(clients=8, groups=3)
+    assert permutation.group_names() == ("labels as given", "label permutation 1",
+                                         "label permutation 2")
+    with method_labels({}, {"rot": rotation.group_names(),
+                            "perm": permutation.group_names()}):
+        assert group_name(1, ["rot"]) == "rotated 90°"
+        assert group_name(1, ["rot", "perm"]) == "distribution 1"  # they disagree
+        assert group_name(1, ["label_groups-x"]) == "distribution 1"  # names none
+        assert group_name(-1, ["rot"], "no distribution id") == "no distribution id"
+    assert group_name(1, ["rot"]) == "distribution 1"  # outside the block

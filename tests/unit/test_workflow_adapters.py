@@ -85,7 +85,8 @@ def test_combined_tables_and_labels() -> None:
     assert W.table_inputs(cfg, "both") == ["results/aggregate/tiny.parquet"]
     pid = cfg.experiments["tiny"].partitions[0].id
     assert json.loads(W.display_labels(cfg, ["tiny"])) == {
-        "experiments": {"tiny": "Tiny"}, "partitions": {pid: "two groups"}, "methods": {}}
+        "experiments": {"tiny": "Tiny"}, "partitions": {pid: "two groups"}, "methods": {},
+        "groups": {}}
     # a partition figure is titled with the partition's label, not its id
     assert W.partition_title(cfg, "digits", pid, 0) == "digits: two groups, split 0"
     assert W.partition_title(cfg, "digits", "no-label", "1") == "digits: no-label, split 1"

@@ -87,7 +87,7 @@ def _labels_json(text: str | None) -> dict[str, dict[str, str]]:
     raw = json.loads(text) if text else {}
     if not isinstance(raw, dict):
         raise ValueError(f"--labels: a JSON object is expected, got {type(raw).__name__}")
-    unknown = set(raw) - {"partitions", "experiments", "methods"}
+    unknown = set(raw) - {"partitions", "experiments", "methods", "groups"}
     if unknown:
         raise ValueError(f"--labels: unknown key(s) {sorted(unknown)}")
     for key, value in raw.items():
@@ -98,12 +98,12 @@ def _labels_json(text: str | None) -> dict[str, dict[str, str]]:
 
 def with_method_labels(command: Callable[[argparse.Namespace], None]
                        ) -> Callable[[argparse.Namespace], None]:
-    """``command``, run with the ``--labels`` JSON's method labels in force."""
+    """``command``, run with the ``--labels`` JSON's method labels and group names in force."""
     from pflrepro.reporting.names import method_labels
 
     def run(args: argparse.Namespace) -> None:
-        methods = _labels_json(getattr(args, "labels", None)).get("methods", {})
-        with method_labels(methods):
+        raw = _labels_json(getattr(args, "labels", None))
+        with method_labels(raw.get("methods", {}), raw.get("groups", {})):
             command(args)
 
     run.__doc__ = command.__doc__

@@ -131,6 +131,14 @@ class Partitioner(ABC):
             parts.append(f"{f.name}{_fmt(value)}")
         return "-".join(parts)
 
+    def group_names(self) -> tuple[str, ...]:
+        """A reader's name of each group id (distribution) it makes; ``()``: ids only.
+
+        Figures name a client's distribution by it (a rotation's angle, a label
+        permutation) instead of "distribution g".
+        """
+        return ()
+
     def spec(self) -> dict[str, Any]:
         """The config mapping that rebuilds this partitioner."""
         return {"scheme": self.scheme, **dataclasses.asdict(self)}

@@ -12,12 +12,16 @@ a variant is its base name with the setting it changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 #: The config's labels of method variants, held by :func:`method_labels`.
 _LABELS: ContextVar[Mapping[str, str] | None] = ContextVar("method_labels", default=None)
+#: Each partition's names of its group ids (a rotation's angles), held by
+#: :func:`method_labels`.
+_GROUPS: ContextVar[Mapping[str, Sequence[str]] | None] = ContextVar("group_names",
+                                                                      default=None)
 
 #: Method id -> name shown in tables and figures: the shipped configs' variants and the
 #: algorithms whose files declare no ``display_name`` yet.
@@ -62,13 +66,34 @@ METHOD_NAMES: Mapping[str, str] = {
 
 
 @contextmanager
-def method_labels(labels: Mapping[str, str]) -> Iterator[None]:
-    """Within the block, the method ids of ``labels`` show as their labels."""
+def method_labels(labels: Mapping[str, str],
+                  groups: Mapping[str, Sequence[str]] | None = None) -> Iterator[None]:
+    """Within the block, method ids show as their ``labels``, group ids by their names.
+
+    ``groups``: partition id -> the name of each of its group ids (:func:`group_name`).
+    """
     token = _LABELS.set(dict(labels))
+    group_token = _GROUPS.set(dict(groups or {}))
     try:
         yield
     finally:
         _LABELS.reset(token)
+        _GROUPS.reset(group_token)
+
+
+def group_name(group: int, partitions: Iterable[str], unknown: str = "unknown") -> str:
+    """How a legend names distribution ``group`` of these partitions' clients.
+
+    The partitions' own name for it (a rotation's angle) when they all give the same
+    one; else ``distribution <group>``; ``unknown`` for a negative id (no group).
+    """
+    if group < 0:
+        return unknown
+    known = _GROUPS.get() or {}
+    names = {tuple(known.get(p, ()))[group] if group < len(known.get(p, ())) else None
+             for p in partitions}
+    (name,) = names if len(names) == 1 else (None,)
+    return name or f"distribution {group}"
 
 
 def method_name(method: str) -> str:

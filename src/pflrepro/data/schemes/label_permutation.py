@@ -52,6 +52,10 @@ class LabelPermutationPartitioner(Partitioner):
 
     groups: int
 
+    def group_names(self) -> tuple[str, ...]:
+        """Group 0 keeps the labels, group g >= 1 is permutation g."""
+        return ("labels as given", *(f"label permutation {g}" for g in range(1, self.groups)))
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.groups < 1:

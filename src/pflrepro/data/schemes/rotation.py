@@ -47,6 +47,10 @@ class RotationPartitioner(Partitioner):
     groups: int = 4
     angles: tuple[int, ...] = (0, 90, 180, 270)
 
+    def group_names(self) -> tuple[str, ...]:
+        """Each group's angle: ``rotated 90°``."""
+        return tuple(f"rotated {a}°" for a in self.angles[:self.groups])
+
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "angles", _int_tuple(self.angles, "rotation: angles"))

@@ -233,15 +233,19 @@ def partition_title(cfg: WorkflowConfig, dataset: str, partition: str, split: in
 def display_labels(cfg: WorkflowConfig, experiments: Iterable[str]) -> str:
     """JSON of display labels of partitions, experiments and methods (id -> label each).
 
-    ``methods`` holds only the variants whose config gives a ``label``.
+    ``methods`` holds only the variants whose config gives a ``label``, ``groups`` the
+    partitions whose scheme names its groups (a rotation's angles).
     """
     names = list(experiments)
     partitions: dict[str, str] = {}
     methods: dict[str, str] = {}
+    groups: dict[str, list[str]] = {}
     for name in names:
-        partitions.update(cfg.experiments[name].partition_labels)
-        methods.update({m: cfg.methods[m].label for m in cfg.experiments[name].methods
-                        if cfg.methods[m].label})
+        exp = cfg.experiments[name]
+        partitions.update(exp.partition_labels)
+        methods.update({m: cfg.methods[m].label for m in exp.methods if cfg.methods[m].label})
+        groups.update({p.id: list(p.group_names()) for p in exp.partitions
+                       if p.group_names()})
     return canonical_json({"partitions": partitions,
                            "experiments": {n: cfg.experiments[n].label for n in names},
-                           "methods": methods})
+                           "methods": methods, "groups": groups})

@@ -37,7 +37,7 @@ from pflrepro.reporting.figures.common import (
 from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.reporting.names import method_name
+from pflrepro.reporting.names import group_name, method_name
 from pflrepro.store.results import CLUSTER
 
 KIND = FigureKind(
@@ -188,6 +188,6 @@ def plot_clusters(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
         LegendSpec([Patch(facecolor=palette[k]) for k in range(len(ids))], names,
                    f"{method_name(method)}: cluster id of each client", most_cols=8),
         LegendSpec([Patch(facecolor=colours[g]) for g in all_groups],
-                   [f"distribution {g}" if g >= 0 else "unknown" for g in all_groups],
+                   [group_name(g, [p.partition for p in panels]) for g in all_groups],
                    "left strip:\nclient distribution", loc="outside right upper"),
     ])

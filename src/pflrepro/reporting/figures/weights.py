@@ -30,7 +30,7 @@ from pflrepro.reporting.figures.common import (
 from pflrepro.config.figure_kinds import FigureKind
 from pflrepro.reporting.accuracy import check_aggregate
 from pflrepro.reporting.ordering import display_labels, order_values
-from pflrepro.reporting.names import method_name
+from pflrepro.reporting.names import group_name, method_name
 from pflrepro.store.results import GROUP, WEIGHT
 
 KIND = FigureKind(
@@ -169,7 +169,7 @@ def plot_client_weights(agg: pd.DataFrame, pdf: PathLike, png: PathLike,
                      label=value_label or (default_value if metric == WEIGHT else metric))
     handles = [Patch(facecolor=colours[g], edgecolor="none") for g in all_groups]
     unknown = "no distribution id" if all(p.groups_known for p in panels) else "unknown"
-    names = [f"distribution {g}" if g >= 0 else unknown for g in all_groups]
+    names = [group_name(g, [p.partition for p in panels], unknown) for g in all_groups]
     finish(fig, pdf, png, [LegendSpec(handles, names, f"client distribution ({method_name(method)})")])
 
 
