@@ -324,3 +324,37 @@ def test_files_in_force_put_the_command_lines_files_last() -> None:
     assert files_in_force(loaded, given) == ["/w/config.yaml", "/w/mine.yaml", "/w/more.yaml"]
     assert files_in_force(loaded, given, replace=True) == ["/w/mine.yaml", "/w/more.yaml"]
     assert files_in_force(["/w/config.yaml"], []) == ["/w/config.yaml"]
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Mutate:
+    def mutate(raw: dict[str, Any]) -> None:
+        node = raw
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return mutate
+
+
+@pytest.mark.parametrize(("mutate", "suggestion"), [
+    (_set(("experiments", "tiny", "methods"), ["fedavgg"]), "did you mean 'fedavg'?"),
+    (_set(("experiments", "tiny", "dataset"), "digit"), "did you mean 'digits'?"),
+    (_set(("experiments", "tiny", "split_seed"), [0]), "did you mean 'split_seeds'?"),
+    (_set(("experiments", "tiny", "partitions", 0, "scheme"), "dirichlett"),
+     "did you mean 'dirichlet'?"),
+    (_set(("training", "optimiser"), "sgd"), "did you mean 'optimizer'?"),
+])
+def test_a_near_miss_name_gets_a_did_you_mean(mutate: Mutate, suggestion: str) -> None:
+    raw = copy.deepcopy(TINY)
+    mutate(raw)
+    with pytest.raises(ConfigError) as info:
+        check(raw, SCHEMA)
+    assert suggestion in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_name_far_from_every_known_one_gets_no_guess() -> None:
+    raw = copy.deepcopy(TINY)
+    raw["experiments"]["tiny"]["methods"] = ["zzzzzz"]
+    with pytest.raises(ConfigError) as info:
+        check(raw, SCHEMA)
+    assert "did you mean" not in str(info.value)

@@ -37,6 +37,7 @@ from pflrepro.config.limits import (
     TABLE_METRICS,
     _short,
     check_name,
+    did_you_mean,
 )
 from pflrepro.config.model import (
     ExperimentConfig,
@@ -157,13 +158,14 @@ def _parse_experiment(name: str, spec: Mapping[str, Any], defaults: Mapping[str,
     where = f"experiments.{name}"
     dataset = spec.get("dataset")
     if dataset not in DATASETS:
-        raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}; "
-                          f"known: {sorted(DATASETS)}")
+        raise ConfigError(f"{where}.dataset: unknown data set {dataset!r}"
+                          f"{did_you_mean(dataset, DATASETS)}; known: {sorted(DATASETS)}")
     partitions, labels = _parse_partitions(spec.get("partitions", []), dataset, where)
     for m in spec.get("methods", []):
         if m not in methods:
-            raise ConfigError(f"{where}.methods: unknown method {m!r}; "
-                              f"defined under 'methods': {sorted(methods)}")
+            raise ConfigError(f"{where}.methods: unknown method {m!r}"
+                              f"{did_you_mean(m, methods)}; defined under 'methods': "
+                              f"{sorted(methods)}")
     _unique(list(spec.get("methods", [])), f"{where}.methods")
     exp = ExperimentConfig(
         name=name,

@@ -9,7 +9,14 @@ from typing import Any
 import yaml
 
 from pflrepro.config.errors import ConfigError, schema_error
-from pflrepro.config.limits import MIRROR_PATTERN, NAME_MAX_LENGTH, NAME_RULES, _short, check_name
+from pflrepro.config.limits import (
+    MIRROR_PATTERN,
+    NAME_MAX_LENGTH,
+    NAME_RULES,
+    _short,
+    check_name,
+    did_you_mean,
+)
 from pflrepro.config.model import WorkflowConfig
 from pflrepro.config.parsing import parse
 
@@ -28,7 +35,8 @@ def _schema_message(error: Any) -> str:
         known = sorted(error.schema.get("properties") or {})
         unknown = sorted(set(error.instance) - set(known), key=str)
         place = where or "config top level"
-        return (f"unknown key {', '.join(repr(k) for k in unknown)} at {place}; "
+        hint = did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+        return (f"unknown key {', '.join(repr(k) for k in unknown)} at {place}{hint}; "
                 f"known: {', '.join(known)}")
     if error.validator == "propertyNames":
         return f"{where or 'config top level'}: key {_short(error.instance)} is not allowed"
@@ -45,7 +53,8 @@ def _schema_message(error: Any) -> str:
             return str(err)
     if error.validator == "enum":
         return (f"{where}: {_short(error.instance)} is not one of "
-                f"{', '.join(map(str, error.validator_value))}")
+                f"{', '.join(map(str, error.validator_value))}"
+                f"{did_you_mean(error.instance, error.validator_value)}")
     if error.validator == "required":
         return f"{where or 'config top level'}: {error.message}"
     if error.validator in ("minItems", "minProperties") and not error.instance:
