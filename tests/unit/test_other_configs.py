@@ -82,3 +82,33 @@ def test_the_report_hint_builds_the_loaded_config_or_names_the_demo() -> None:
                     "--profile profiles/demo --report")
     demo = report_hint("config/demo.yaml", "cpu", ["figures/d.png"], 1, profiles)
     assert demo.endswith("build them first with snakemake --profile profiles/demo")
+
+
+def test_command_line_targets_are_read_with_snakemakes_parser() -> None:
+    from pflrepro.pipeline.other_configs import command_line_targets
+
+    assert command_line_targets(["-n", "--cores", "2", "a.png", "b.md", "--profile", "p"]) \
+        == ["a.png", "b.md"]
+    assert command_line_targets(["--cores", "2"]) == []
+    assert command_line_targets(["--no-such-option-of-snakemake-x"]) == []
+
+
+def test_target_problems_name_what_to_do() -> None:
+    from pflrepro.pipeline.other_configs import target_problems
+
+    parts = {"digits": ["dirichlet-clients8-alpha0.5"]}
+    names = {"demo_fedamp": "config/demo.yaml"}
+    profiles = {"config/demo.yaml": "profiles/demo"}
+    assert target_problems(["figures/demo_fedamp-accuracy.png"], parts, names, profiles,
+                           "config.yaml") == [
+        "figures/demo_fedamp-accuracy.png belongs to config/demo.yaml, not to config.yaml: "
+        "add --profile profiles/demo"]
+    (line,) = target_problems(["figures/partitions/digits/dirichlet-clients8-alpha0.3-split0.png"],
+                              parts, names, profiles, "config.yaml")
+    assert "did you mean 'dirichlet-clients8-alpha0.5'?" in line
+    (line,) = target_problems(["figures/partitions/digit/x-split0.png"], parts, names,
+                              profiles, "config.yaml")
+    assert "uses data set 'digit'; did you mean 'digits'?" in line
+    assert target_problems(["figures/partitions/digits/dirichlet-clients8-alpha0.5-split1.pdf",
+                            "results/tables/anything.md"], parts, names, profiles,
+                           "config.yaml") == []

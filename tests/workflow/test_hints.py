@@ -25,6 +25,7 @@ def test_a_demo_figure_without_the_demo_profile_names_the_profile(tmp_path: Path
     assert ("figures/demo_fedamp-accuracy.png belongs to config/demo.yaml, not to "
             "config.yaml: add --profile profiles/demo") in text
     assert "MissingRuleException" not in text
+    assert "Traceback" not in text and "InputFunctionException" not in text
 
 
 def test_a_report_of_an_unbuilt_config_names_it_and_the_demo(tmp_path: Path) -> None:
@@ -63,3 +64,18 @@ def test_a_config_of_new_experiments_merged_over_config_yaml_is_said(tmp_path: P
     alone = snakemake(wd, "-n", "--configfile", "my.yaml", "--replace-workflow-config",
                       configfile=False)
     assert "was merged over" not in alone.stdout + alone.stderr
+
+
+def test_a_partition_figure_of_no_experiment_names_the_partitions_in_one_line(
+        tmp_path: Path) -> None:
+    wd = new_workdir(tmp_path / "wd")
+    cfg = C.parse(yaml.safe_load((wd / "config.yaml").read_text()))
+    pid = cfg.experiments["tiny"].partitions[0].id
+    typo = pid[:-1] + ("x" if pid[-1] != "x" else "y")
+    target = f"figures/partitions/digits/{typo}-split0.png"
+    proc = snakemake(wd, "-n", target, check=False, configfile=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (f"{target}: no experiment of config.yaml uses partition {typo!r} of digits; "
+            f"did you mean {pid!r}?") in text
+    assert "Traceback" not in text and "InputFunctionException" not in text

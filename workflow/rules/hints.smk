@@ -5,6 +5,17 @@
 # stops the planning, so its command (which prints the same line) never runs. Its input
 # function and names: common.smk (other_config_hint, OTHER_NAMES).
 
+# Before any planning: a named target of another config, or a partition figure of a
+# partition no experiment uses, ends the run with one line saying what to do (inside the
+# plan the same line would come wrapped in Snakemake's traceback).
+_TARGET_PROBLEMS = OC.target_problems(
+    OC.command_line_targets(sys.argv[1:]), W.partitions_by_dataset(CFG), OTHER_NAMES,
+    OC.profiles_of(workflow.basedir), loaded_config())
+if _TARGET_PROBLEMS:
+    print("\n".join(_TARGET_PROBLEMS), file=sys.stderr)
+    sys.exit(1)
+
+
 rule other_config_target:
     localrule: True
     input:

@@ -221,6 +221,15 @@ def table_inputs(cfg: WorkflowConfig, table: str) -> list[str]:
     return [AGGREGATE.format(experiment=e) for e in cfg.tables[table].experiments]
 
 
+def partitions_by_dataset(cfg: WorkflowConfig) -> dict[str, list[str]]:
+    """Data set -> the ids of the partitions its experiments use (any scale), in order."""
+    out: dict[str, list[str]] = {}
+    for exp in cfg.experiments.values():
+        ids = out.setdefault(exp.dataset, [])
+        ids += [p.id for p in exp.partitions if p.id not in ids]
+    return out
+
+
 def partition_title(cfg: WorkflowConfig, dataset: str, partition: str, split: int | str
                     ) -> str:
     """A partition figure's title: its data set, its label (else its id) and split."""
