@@ -331,13 +331,15 @@ def test_train_several_runs_write_the_bytes_of_each_run_trained_alone(
                  "--progress-table"]) == 0
     for (split, seed), out, log in zip(BATCH, outs, logs, strict=True):
         assert out.read_bytes() == (alone / f"{split}-{seed}" / "run.parquet").read_bytes()
-        read_table(out)  # checked against its own .sha256 record
+        read_table(out)  # checked against its own digest record
         text = log.read_text()
         assert text.count("federico: 3 rounds in") == 1 and f"wrote {out} " in text
         assert not [o for o in outs if o != out and str(o) in text]  # only its own lines
     # checkpoints and progress tables are gone once every table is written
     assert sorted(p.name for p in together.iterdir()) == sorted(
-        [o.name for o in outs] + [o.name + ".sha256" for o in outs] + [g.name for g in logs])
+        [".digests", *(o.name for o in outs), *(g.name for g in logs)])
+    assert sorted(p.name for p in (together / ".digests").iterdir()) == sorted(
+        o.name + ".sha256" for o in outs)
 
 
 def test_train_several_runs_stops_at_the_first_failure_leaving_no_half_file(

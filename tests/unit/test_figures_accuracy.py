@@ -117,7 +117,9 @@ def test_legend_shows_papers_names_and_names_curves_on_top_of_each_other(
                           "round): FedAvg = FedProx")
     shown = texts(figures[0])
     assert "fedavg" not in shown and "fedprox_ft" not in shown
-    # neighbours in the legend differ in colour, line style and marker
+    # every method is drawn its own way; the two on top of each other differ in colour
+    # and marker (styles follow from the names: method_styles)
     lines = legend.get_lines()
     assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 4
-    assert lines[0].get_linestyle() != lines[2].get_linestyle()
+    assert lines[0].get_color() != lines[2].get_color()
+    assert lines[0].get_marker() != lines[2].get_marker()

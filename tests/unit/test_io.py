@@ -9,11 +9,13 @@ from pflrepro.store.io import (
     DAMAGED_MTIME,
     FILE_MODE,
     CorruptFileError,
+    DamagedRecord,
     WrongFileError,
     atomic_digested_path,
     atomic_path,
     digest_path,
     expected_identity,
+    legacy_digest_path,
     read_verified,
     recorded_digest,
     sha256_file,
@@ -85,7 +87,8 @@ def test_digested_output_records_its_sha256(tmp_path: Path) -> None:
     path = _parquet(tmp_path / "run.parquet")
     assert digest_path(path).read_text() == f"{sha256_file(path)}  run.parquet\n"
     assert recorded_digest(path) == sha256_file(path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.parquet", "run.parquet.sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".digests", "run.parquet"]
+    assert digest_path(path) == tmp_path / ".digests" / "run.parquet.sha256"
     frame = read_verified(path, pd.read_parquet)
     assert len(frame) == 1000
 
@@ -115,7 +118,8 @@ def test_damaged_file_is_marked_and_named(tmp_path: Path, damage: str) -> None:
         read_verified(path, pd.read_parquet)
     text = str(info.value)
     assert text.startswith(f"{path} is damaged: its SHA-256 differs from the one recorded in "
-                           "run.parquet.sha256; a copy kept as run.parquet.corrupt-1, the file "
+                           ".digests/run.parquet.sha256; a copy kept as run.parquet.corrupt-1, "
+                           "the file "
                            "dated 1970-01-01. Fix: rerun snakemake")
     aside = tmp_path / "run.parquet.corrupt-1"
     assert aside.read_bytes() == bytes(data)
@@ -125,7 +129,7 @@ def test_damaged_file_is_marked_and_named(tmp_path: Path, damage: str) -> None:
     with pytest.raises(CorruptFileError, match="corrupt-1"):  # a second reader: same copy
         read_verified(path, pd.read_parquet)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "run.parquet", "run.parquet.corrupt-1", "run.parquet.sha256"]
+        ".digests", "run.parquet", "run.parquet.corrupt-1"]
     _parquet(path)  # rebuilt; damaged again: the second copy goes beside the first
     path.write_bytes(b"PAR1")
     with pytest.raises(CorruptFileError, match="corrupt-2"):
@@ -140,7 +144,7 @@ def test_file_without_record_is_damaged(tmp_path: Path) -> None:
     path = _parquet(tmp_path / "old.parquet")
     digest_path(path).unlink()
     with pytest.raises(CorruptFileError, match=r"old\.parquet is damaged: it has no digest "
-                                               r"record old\.parquet\.sha256.*Either "
+                                               r"record \.digests/old\.parquet\.sha256.*Either "
                                                r"delete .*old\.parquet so that snakemake "
                                                r"rebuilds it, or trust it as it is with "
                                                r"`pflrepro verify --adopt`"):
@@ -155,7 +159,7 @@ def test_record_of_another_file_is_damage(tmp_path: Path) -> None:
     path = tmp_path / "run.parquet"
     path.write_bytes(other.read_bytes())
     digest_path(path).write_bytes(digest_path(other).read_bytes())
-    with pytest.raises(CorruptFileError, match=r"its record run\.parquet\.sha256 is that "
+    with pytest.raises(CorruptFileError, match=r"its record \.digests/run\.parquet\.sha256 is that "
                                                r"of another file \('other\.parquet'\)"):
         read_verified(path, pd.read_parquet)
 
@@ -188,6 +192,7 @@ def test_another_runs_file_with_its_record_is_named(tmp_path: Path) -> None:
     local = runs / "local/split0-seed0.parquet"
     local.parent.mkdir(parents=True)
     local.write_bytes(fedavg.read_bytes())
+    digest_path(local).parent.mkdir(exist_ok=True)
     digest_path(local).write_bytes(digest_path(fedavg).read_bytes())  # same file name
     with pytest.raises(CorruptFileError) as info:
         read_verified(local, pd.read_parquet, kinds=("run",))
@@ -316,3 +321,31 @@ def test_a_fifo_or_folder_where_a_run_belongs_is_set_aside_unopened(tmp_path: Pa
                                                    f"aside as {path.name}.corrupt-1"):
             read_verified(path, pd.read_parquet)
         assert not os.path.lexists(path)
+
+
+def test_a_record_beside_its_file_moves_out_of_sight_on_first_read(tmp_path: Path) -> None:
+    # a project built when records lay beside their files: nothing is rebuilt, the first
+    # read moves the record into .digests/ (its bytes and date kept)
+    tmp_path = _owned(tmp_path)
+    path = _parquet(tmp_path / "run.parquet")
+    record = digest_path(path)
+    legacy = legacy_digest_path(path)
+    record.rename(legacy)
+    (tmp_path / ".digests").rmdir()
+    stat = legacy.stat()
+    assert read_verified(path, pd.read_parquet) is not None  # no damage: the record moved
+    assert record.read_text() == f"{sha256_file(path)}  run.parquet\n"
+    assert record.stat().st_mtime_ns == stat.st_mtime_ns and not legacy.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".digests", "run.parquet"]
+    _parquet(path)  # a rewrite leaves no record beside the file either
+    assert not legacy.exists()
+
+
+def test_a_records_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".digests").symlink_to(elsewhere)
+    with pytest.raises(DamagedRecord, match="is not a folder of digest records"):
+        _parquet(tmp_path / "out" / "run.parquet")
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link

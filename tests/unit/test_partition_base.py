@@ -113,8 +113,8 @@ def test_write_read_round_trip(tmp_path):
     pd.testing.assert_frame_equal(back, frame)
     assert meta == {"dataset": "toy", "seed": 3, "spec": p.spec(), "id": p.id}
     assert from_spec(meta["spec"]) == p
-    assert sorted(x.name for x in path.parent.iterdir()) == ["partition.parquet",
-                                                          "partition.parquet.sha256"]
+    assert sorted(x.name for x in path.parent.iterdir()) == [".digests", "partition.parquet"]
+    assert (path.parent / ".digests" / "partition.parquet.sha256").is_file()
 
 
 @pytest.mark.parametrize("n, fraction, expected", [

@@ -68,5 +68,5 @@ def test_write_read_round_trip(tmp_path):
     np.testing.assert_array_equal(back, rows)
     assert back.dtype == np.int64
     assert meta == {"dataset": "cifar100", "seed": 3, "size": 100}
-    assert sorted(p.name for p in path.parent.iterdir()) == ["public.parquet",
-                                                           "public.parquet.sha256"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [".digests", "public.parquet"]
+    assert (path.parent / ".digests" / "public.parquet.sha256").is_file()

@@ -28,8 +28,10 @@ def test_round_trip(tmp_path):
     assert ds.y.dtype == np.int64 and isinstance(ds.x, np.memmap)
     assert ds.meta == meta
     assert meta.shape == (3, 4, 4) and meta.size == 50 and meta.num_classes == 5
-    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["meta.json", "meta.json.sha256",
+    # the record is out of sight, in the folder's .digests/
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [".digests", "meta.json",
                                                                "x.npy", "y.npy"]
+    assert (tmp_path / "d" / ".digests" / "meta.json.sha256").is_file()
 
 
 def test_meta_json_path_accepted(tmp_path):
@@ -254,7 +256,7 @@ def test_edited_meta_is_refused_and_the_set_prepared_again(tmp_path, edit):
     meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), **edit}))
     os.utime(meta_path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(CorruptDataset, match=r"meta\.json: its SHA-256 differs from the one "
-                                             r"recorded in meta\.json\.sha256"):
+                                             r"recorded in \.digests/meta\.json\.sha256"):
         load_dataset(tmp_path)
     assert not (tmp_path / "x.npy").exists()  # a target of the workflow: prepared again
     with pytest.raises(CorruptDataset):  # extras read meta.json through the same check
@@ -266,7 +268,7 @@ def test_edited_meta_is_refused_and_the_set_prepared_again(tmp_path, edit):
 def test_meta_without_a_whole_record_is_refused(tmp_path, record):
     x, y = toy()
     write_dataset(tmp_path, x, y, name="toy", num_classes=5, max_value=255, source="test")
-    record_path = tmp_path / "meta.json.sha256"
+    record_path = tmp_path / ".digests" / "meta.json.sha256"
     if record is None:
         record_path.unlink()
     else:

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from _wf import new_workdir, planned_jobs, snakemake, start_snakemake
 
-from pflrepro.store.io import DAMAGED_MTIME
+from pflrepro.store.io import DAMAGED_MTIME, digest_path
 
 TINY = Path(__file__).with_name("config.yaml")
 RUNS = 2 * 4 * 1 * 2  # partitions x methods x split seeds x train seeds
@@ -84,7 +84,7 @@ def test_runs_sharing_a_job_have_the_bytes_of_runs_trained_alone(built: Path,
     assert len(runs) == RUNS
     for run in runs:
         assert (work / run).read_bytes() == (built / run).read_bytes(), run
-        assert (work / run).with_name(run.name + ".sha256").exists()
+        assert digest_path(work / run).exists()
         log = (work / "logs/train" / run.relative_to("results/runs")).with_suffix(".log")
         assert log.read_text().count(" rounds in ") == 1, log
     assert not list((work / "results/runs").rglob("*.ckpt"))

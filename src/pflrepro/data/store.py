@@ -6,7 +6,7 @@ A prepared data set is a directory holding
 * ``y.npy``: ``int64`` labels in ``[0, num_classes)``, shape ``(N,)``;
 * ``meta.json``: name, number of classes, image shape, normalisation constants
   and the SHA-256 of both arrays (and of each extra array), with its own SHA-256 in
-  ``meta.json.sha256`` (a changed normalisation constant or class count changes
+  ``.digests/meta.json.sha256`` (a changed normalisation constant or class count changes
   every run made from the set, yet no array);
 * optionally extra per-sample arrays ``<name>.npy`` (``writer.npy`` for FEMNIST,
   ``domain.npy`` for Office-Home), written before ``meta.json`` and read, checked
@@ -45,9 +45,9 @@ from pflrepro.store.io import (
     DamagedRecord,
     atomic_digested_path,
     atomic_path,
-    digest_path,
     mark_damaged,
     read_record,
+    record_label,
     set_aside,
     sha256_file,
 )
@@ -169,13 +169,13 @@ def write_dataset(
 
 
 def _meta_text(directory: Path) -> str:
-    """``meta.json``'s text after checking it against ``meta.json.sha256``.
+    """``meta.json``'s text after checking it against ``.digests/meta.json.sha256``.
 
     A missing, damaged or other file's record, or a SHA-256 that differs, makes the set
     be prepared again (:func:`_damaged`); the error names the file and why.
     """
     meta_path = directory / "meta.json"
-    record_name = digest_path(meta_path).name
+    record_name = record_label(meta_path)
     try:
         record = read_record(meta_path)
     except DamagedRecord as err:

@@ -6,10 +6,10 @@ only when a job reads the file. :func:`verify` reads every file the workflow wri
 under the results directory now:
 
 * run tables, partitions, public sets and aggregates (``results/{runs,partitions,
-  public,aggregate,tuning}/**/*.parquet``): the digest record ``<file>.sha256`` and
+  public,aggregate,tuning}/**/*.parquet``): the digest record ``.digests/<file>.sha256`` and
   what the file says it is against its path (:func:`pflrepro.store.io.read_verified`);
 * prepared data sets (``results/data/*/``): ``meta.json`` (normalisation constants,
-  class count) against ``meta.json.sha256``, both arrays and every extra array
+  class count) against ``.digests/meta.json.sha256``, both arrays and every extra array
   against the sums in ``meta.json`` (:func:`pflrepro.data.store.load_dataset`), and
   a folder whose ``meta.json`` is gone;
 * tables, partition reports, tuning selections and report pages (:data:`RECORDED`):
@@ -52,6 +52,7 @@ from pflrepro.store.io import (
     mark_damaged,
     read_record,
     read_verified,
+    record_label,
     set_aside,
     write_digest,
 )
@@ -144,7 +145,7 @@ def _check_parquet(path: Path, adopt: bool) -> Finding | None:
                            f"{mark_damaged(path).name}, the file dated 1970-01-01 so that "
                            f"the next snakemake rebuilds it")
         write_digest(path)
-        return Finding("adopted", path, f"wrote {path.name}.sha256")
+        return Finding("adopted", path, f"wrote {record_label(path)}")
     try:
         read_verified(path, lambda p: None, kinds=tuple(IDENTITY_FIELDS))
     except CorruptFileError as err:
@@ -176,7 +177,8 @@ def _check_dataset(folder: Path, adopt: bool) -> Finding | None:
         load_dataset(meta)
         load_extras(meta)
         if adopted:
-            return Finding("adopted", folder, "wrote meta.json.sha256 (the arrays match it)")
+            return Finding("adopted", folder, f"wrote {record_label(folder / 'meta.json')} "
+                                              "(the arrays match it)")
     except CorruptDataset as err:
         return Finding("damaged", folder, str(err))
     except ValueError as err:  # another format version: prepared again by its jobs
@@ -192,7 +194,7 @@ def _check_recorded(path: Path, adopt: bool) -> Finding | None:
     if problem == "no digest record":
         if adopt:
             write_digest(path)
-            return Finding("adopted", path, f"wrote {path.name}.sha256")
+            return Finding("adopted", path, f"wrote {record_label(path)}")
         return Finding("undigested", path, "no digest record (written before files carried "
                        "one?): delete it so that snakemake writes it again, or trust it "
                        "as it is with `pflrepro verify --adopt`")
@@ -207,7 +209,7 @@ def _check_benchmark(path: Path) -> Finding | None:
         return None
     if problem == "no digest record":  # Snakemake writes them without one
         write_digest(path)
-        return Finding("recorded", path, f"wrote {path.name}.sha256 (Snakemake writes "
+        return Finding("recorded", path, f"wrote {record_label(path)} (Snakemake writes "
                        "benchmark records without one, again when their job reruns)")
     return Finding("damaged", path, f"{problem}; set aside as {set_aside(path).name} (the "
                    "job's cost table names it missing; delete its run to measure it again)")

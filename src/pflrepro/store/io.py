@@ -1,7 +1,7 @@
 """Atomic file writing: every output appears whole or not at all; digests checked on read.
 
 Outputs that later jobs read back (run tables, aggregates, partitions, public sets)
-are written with :func:`atomic_digested_path`: a ``<file>.sha256`` record beside the
+are written with :func:`atomic_digested_path`: a ``.digests/<file>.sha256`` record beside the
 file, in ``sha256sum`` format, holds the SHA-256 of the file's bytes and its name. A
 reader goes through :func:`read_verified`, which checks the file against its record
 and what the file says it is (:func:`stored_identity`) against what the reader and
@@ -59,8 +59,11 @@ def _read_umask() -> int:
 
 #: Outputs get the permissions a plain ``open(path, "w")`` would give them.
 FILE_MODE = 0o666 & ~_read_umask()
-#: Suffix of the digest record written beside an output (``<file>.sha256``).
+#: Suffix of an output's digest record (``<file>.sha256``).
 DIGEST_SUFFIX = ".sha256"
+#: The hidden folder beside outputs that holds their digest records, so that a folder
+#: people read lists only what they read: ``<folder>/.digests/<file>.sha256``.
+DIGESTS_DIR = ".digests"
 #: What to do about a damaged output: its producer reruns once it is missing.
 RERUN_FIX = ("rerun snakemake: the file is now older than the inputs it was made from, so "
              "Snakemake rebuilds it and everything made from it")
@@ -177,32 +180,73 @@ class DamagedRecord(ValueError):
 
 
 def digest_path(path: str | os.PathLike[str]) -> Path:
-    """The digest record of ``path``: ``<path>.sha256`` beside it."""
+    """The digest record of ``path``: ``.digests/<name>.sha256`` in its folder."""
+    target = Path(path)
+    return target.parent / DIGESTS_DIR / (target.name + DIGEST_SUFFIX)
+
+
+def record_label(path: str | os.PathLike[str]) -> str:
+    """The record of ``path`` as a message names it: ``.digests/<name>.sha256``."""
+    return f"{DIGESTS_DIR}/{Path(path).name}{DIGEST_SUFFIX}"
+
+
+def legacy_digest_path(path: str | os.PathLike[str]) -> Path:
+    """Where a record of ``path`` lay before records moved out of sight: ``<path>.sha256``."""
     target = Path(path)
     return target.with_name(target.name + DIGEST_SUFFIX)
+
+
+def _records_folder(target: Path) -> Path:
+    """The records folder beside ``target``, refused when it is a link or no folder."""
+    folder = target.parent / DIGESTS_DIR
+    if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+        raise DamagedRecord(f"{folder} is not a folder of digest records (a link or a file): "
+                            "move it away and rerun")
+    return folder
+
+
+def adopt_legacy_record(path: str | os.PathLike[str]) -> bool:
+    """Move ``path``'s record from beside it into ``.digests/``; True when one moved.
+
+    A project built before records moved keeps every record this way: nothing is
+    rebuilt, the first read (or ``pflrepro verify``) moves it. Only a regular file
+    moves, never over a record already in place.
+    """
+    target = Path(path)
+    legacy, record = legacy_digest_path(target), digest_path(target)
+    if (legacy.is_symlink() or not legacy.is_file() or os.path.lexists(record)
+            or not os.path.lexists(target)):
+        return False
+    _records_folder(target).mkdir(exist_ok=True)
+    os.replace(legacy, record)
+    return True
 
 
 def write_digest(path: str | os.PathLike[str]) -> str:
     """Write the digest record of ``path`` as it is now (atomically); return the digest."""
     target = Path(path)
     digest = sha256_file(target)
+    _records_folder(target)
     write_text(digest_path(target), f"{digest}  {target.name}\n")
+    legacy_digest_path(target).unlink(missing_ok=True)
     return digest
 
 
 @contextlib.contextmanager
 def atomic_digested_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """:func:`atomic_path` that also records the file's SHA-256 in ``<path>.sha256``.
+    """:func:`atomic_path` that also records the file's SHA-256 (:func:`digest_path`).
 
     The old record is removed before the new file is renamed into place and the new
     one written after it, so a record never describes another version of the file.
     """
     target = Path(path)
     record = digest_path(target)
+    _records_folder(target)
     with atomic_path(target) as tmp:
         yield tmp
         digest = sha256_file(tmp)  # read back from the page cache
         record.unlink(missing_ok=True)
+        legacy_digest_path(target).unlink(missing_ok=True)
     write_text(record, f"{digest}  {target.name}\n")
 
 
@@ -224,9 +268,11 @@ def read_record(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     :class:`DamagedRecord`, naming the record, when it is not UTF-8 text or does not
     hold a 64-digit hex SHA-256 and a name.
     """
+    adopt_legacy_record(path)
     record = digest_path(path)
     if not os.path.lexists(record):
         return None
+    _records_folder(Path(path))
     problem = entry_problem(record, _project_of(record))
     if problem is not None:  # never read through it (a FIFO, a link to another's file)
         raise DamagedRecord(f"the record {record} is not a digest record: {problem}")
@@ -258,7 +304,7 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
                   kinds: Sequence[str] | None = None, fix: str = RERUN_FIX) -> T:
     """``read(path)`` after checking ``path``: its digest record, then what it is.
 
-    The file is damaged when it has no record ``<path>.sha256`` (one flipped bit of a
+    The file is damaged when it has no record (:func:`digest_path`; one flipped bit of a
     Parquet file often still parses; adopt files from before records with
     ``pflrepro verify --adopt``), its record is damaged or names another file, its
     SHA-256 differs from the record, or it is not the file its place in the
@@ -287,7 +333,7 @@ def read_verified(path: str | os.PathLike[str], read: Callable[[Path], T], *,
                                moved=True)
     wanted = " or ".join(dict.fromkeys("aggregate" if k.endswith("aggregate") else k
                                        for k in kinds)) if kinds else "stored"
-    record_name = digest_path(path).name
+    record_name = record_label(path)
     try:
         record = read_record(path)
     except DamagedRecord as err:

@@ -1,6 +1,6 @@
 """Digest records of the stored files that are not Parquet: tables, reports, benchmarks.
 
-Run tables, aggregates, partitions and public sets carry a ``<file>.sha256`` record
+Run tables, aggregates, partitions and public sets carry a ``.digests/<file>.sha256`` record
 written with the file (:func:`pflrepro.store.io.atomic_digested_path`), prepared data sets
 one for ``meta.json`` (:mod:`pflrepro.data.store`). The other files a job writes get
 theirs here, once the command that wrote them has finished (:func:`record_outputs`):
@@ -27,6 +27,7 @@ from pflrepro.store.io import (
     DamagedRecord,
     digest_path,
     read_record,
+    record_label,
     set_aside,
     sha256_file,
     write_digest,
@@ -74,9 +75,9 @@ def record_problem(path: Path) -> str | None:
     if record is None:
         return "no digest record"
     if record[1] != path.name:
-        return f"its record {path.name}.sha256 is that of another file ({record[1]!r})"
+        return f"its record {record_label(path)} is that of another file ({record[1]!r})"
     if sha256_file(path) != record[0]:
-        return f"its SHA-256 differs from the one recorded in {path.name}.sha256"
+        return f"its SHA-256 differs from the one recorded in {record_label(path)}"
     return None
 
 

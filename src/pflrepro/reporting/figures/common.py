@@ -6,7 +6,7 @@ changes no global backend or state and leaks no figures. Every figure is drawn a
 saved inside one fixed style (:data:`STYLE`, seaborn ``whitegrid``/``paper`` with a
 fixed font), and the PDF is saved without a creation date, so the same inputs and the
 same library versions give byte-identical files. Both files are written atomically,
-each with its digest record ``<file>.sha256`` beside it, which ``pflrepro verify``
+each with its digest record ``.digests/<file>.sha256`` beside it, which ``pflrepro verify``
 checks (:mod:`pflrepro.pipeline.verify`).
 
 Layout: a figure is laid out by constrained layout, and :func:`finish` adds its
