@@ -195,6 +195,29 @@ class Local(Reference):
 
 
 @register
+class Majority(Reference):
+    """Each client predicts its most frequent training label (ties: the smallest)."""
+
+    name = "majority"
+
+    def init(self) -> None:
+        from collections import Counter
+
+        self.labels = []
+        for k in range(self.k_all):
+            counts = Counter(self.y[self.e.data.train[k]].tolist())
+            top = max(counts.values(), default=0)
+            self.labels.append(min((c for c, n in counts.items() if n == top), default=0))
+
+    def round(self, rnd: int) -> np.ndarray:
+        return np.full(self.k_all, np.nan)  # nothing trains
+
+    def predict(self, k: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+        return F.one_hot(torch.full((len(x),), self.labels[k]),
+                         self.e.data.num_classes).float()
+
+
+@register
 class FedAvg(Reference):
     """Local steps from the global model, size-weighted average."""
 

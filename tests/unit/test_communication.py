@@ -50,7 +50,7 @@ def _per_client(frame, rnd, metric):
 # (up, down) per client and round, in models of P scalars
 SERVER = {"fedavg": (1, 1), "fedavg_plus": (1, 1), "fedprox": (1, 1), "fedprox_ft": (1, 1),
           "apfl": (1, 1), "clustered_fl": (1, 1), "fedamp": (1, 1), "heurfedamp": (1, 1),
-          "ditto": (1, 1), "scaffold": (2, 2), "local": (0, 0), "fedem": (4, 4),
+          "ditto": (1, 1), "scaffold": (2, 2), "local": (0, 0), "majority": (0, 0), "fedem": (4, 4),
           "fedfomo": (1, K - 1), "hypcluster": (1, 3), "per_fedavg": (1, 1),
           "feddf": (1, 1)}  # FedDF's distillation is server-side: no traffic
 

@@ -47,6 +47,9 @@ def test_every_algorithm_same_bits_with_client_threads(name: str) -> None:
     seen: set[int] = set()
     threaded = _run(name, workers=3, threads_seen=seen)
     assert threaded.equals(_run(name, workers=1))
+    if name == "majority":  # a reference that trains nothing: no gradient anywhere
+        assert not seen
+        return
     # the clients' gradients really were computed on worker threads
     assert threading.get_ident() not in seen and len(seen) >= 2
 

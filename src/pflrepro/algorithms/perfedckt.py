@@ -31,7 +31,15 @@ Choices where the text is silent:
   distillation term (the text starts the exchange with the first round's logits);
 * each client starts from a model of its own (seed slot k), as decentralised
   clients would; k-means: ``n_init=10``, seeded by (seed, round);
-* sampling is uniform (the text's p_k is not given);
+* p_k, the chance a client is sampled, is not defined in the text: the experiment's
+  ``training.client_selection`` decides (:mod:`pflrepro.training.selection`;
+  ``uniform``, p_k = 1/K, in the paper-scale experiments; ``data_size``, p_k = n_k / n,
+  the authors' convention in their client-selection work, is the named variant; the
+  CPU design reshuffles so that its 20 rounds train every client, as the paper's ~70
+  rounds do). Which test rows a client is scored on and how client accuracies are
+  averaged is not stated either: each client's own test share (``training.eval_test:
+  own``), averaged unweighted (config.yaml gives the reasons; docs/methods/perfedckt.md
+  the measurements and the majority-class reference);
 * c ≤ m is required (k-means cannot make more clusters than points).
 
 Training path: the local steps are the shared objective

@@ -160,8 +160,11 @@ def algorithm_work(algorithm: str, hp: Mapping[str, Any], clients: int) -> Work:
     FedFomo its downloads (all others by default) on the training rows (FedFomo: its
     20 % validation share); HypCluster scores its ``hypotheses``; FedDF distils on the
     server for its step budget (an upper bound: it stops early); FedAvg+/FedProx-FT
-    fine-tune ``finetune_epochs`` before each evaluation.
+    fine-tune ``finetune_epochs`` before each evaluation. The majority-class reference
+    trains nothing (its evaluation, counted as one forward pass, is an upper bound).
     """
+    if algorithm == "majority":
+        return Work(train=0.0)
     if algorithm == "fedem":
         k = float(hp.get("components", 1))
         return Work(train=k, eval=k)

@@ -33,6 +33,7 @@ from pflrepro.store import results as R
 from pflrepro.store.checkpoint import Checkpointer, Interrupted
 from pflrepro.store.progress import RoundProgress
 from pflrepro.training import local_training as LT
+from pflrepro.training import selection
 from pflrepro.training.architectures import Architectures, assign_architectures
 from pflrepro.training.communication import Traffic
 from pflrepro.training.method import Method, State
@@ -90,6 +91,8 @@ class Engine:
         self.model_sizes = self.architectures.sizes
         #: Scalars in one model (of the first architecture: the only one when homogeneous).
         self.model_size = self.model_sizes[0]
+        #: Every client's test rows, sorted (built on first use: ``eval_test: global``).
+        self._global_test: torch.Tensor | None = None
         #: Each client's architecture (an index into :attr:`archs`).
         self.arch_of = assign_architectures(
             len(self.models), [self.n_train(k) for k in range(self.num_clients)], self.seed,
@@ -153,15 +156,23 @@ class Engine:
         """The clients taking part in round ``rnd``, sorted.
 
         All of them when ``training.client_fraction`` is 1; else m = max(1, round(C·K))
-        drawn uniformly without replacement from (seed, round, 'participants').
+        drawn without replacement from (seed, round, 'participants') as
+        ``training.client_selection`` says (:mod:`pflrepro.training.selection`).
         """
-        k_all = self.num_clients
-        fraction = self.cfg.client_fraction
-        if fraction >= 1.0:
-            return list(range(k_all))
-        m = max(1, round(fraction * k_all))
-        gen = torch_generator(self.seed, rnd, NO_CLIENT, "participants")
-        return sorted(torch.randperm(k_all, generator=gen)[:m].tolist())
+        sizes = [self.n_train(k) for k in range(self.num_clients)]
+        return selection.participants(self.cfg.client_selection, self.cfg.client_fraction,
+                                      sizes, self.seed, rnd)
+
+    def test_rows(self, client: int) -> torch.Tensor:
+        """The rows client ``client`` is scored on (``training.eval_test``).
+
+        'own': its test share of the partition; 'global': every client's test rows.
+        """
+        if self.cfg.eval_test == "own":
+            return self.data.test[client]
+        if self._global_test is None:
+            self._global_test = torch.sort(torch.cat(self.data.test)).values
+        return self._global_test
 
     def minibatches(self, client: int, rnd: int, purpose: str, steps: int,
                     pool: torch.Tensor | None = None,
@@ -313,7 +324,7 @@ class Engine:
         model's parameters or outputs are no longer finite: the run diverged).
         """
         def one(k: int) -> tuple[float, float]:
-            idx = self.data.test[k]
+            idx = self.test_rows(k)
             p = algorithm.predict(state, k, self.data.x[idx], rnd)
             y = self.data.y[idx]
             acc = float((p.argmax(dim=-1) == y).float().mean())
@@ -359,7 +370,7 @@ class Engine:
             out = R.MetricLog()
             for k in range(self.num_clients):
                 out.add(0, k, R.N_TRAIN, self.n_train(k))
-                out.add(0, k, R.N_TEST, len(self.data.test[k]))
+                out.add(0, k, R.N_TEST, len(self.test_rows(k)))
                 out.add(0, k, R.GROUP, self.data.groups[k])
                 if self.heterogeneous:
                     out.add(0, k, R.ARCHITECTURE, self.arch_of[k])

@@ -30,9 +30,22 @@ TRAINING_DOCS: dict[str, str] = {
     "client_chunk": "Clients per vmapped pass; bounds GPU memory. 0: all, or on CUDA as "
                     "many as fit the free GPU memory (estimated per client).",
     "client_fraction": "C: fraction of the clients that take part in each round (0 < C <= 1); "
-                       "m = max(1, round(C * K)) clients drawn uniformly without "
-                       "replacement, seeded by (seed, round). Only methods that support "
-                       "client sampling accept C < 1 (the config check says which).",
+                       "m = max(1, round(C * K)) clients drawn without replacement as "
+                       "client_selection says, seeded by (seed, round). Only methods that "
+                       "support client sampling accept C < 1 (the config check says which).",
+    "client_selection": "How the round's m clients are drawn when client_fraction < 1 (always "
+                        "without replacement within a round, seeded by (seed, round)): "
+                        "'uniform' (every m-subset equally likely), 'data_size' (successive "
+                        "draws with probability proportional to the training-set size n_k "
+                        "among the clients not yet drawn: p_k = n_k / n) or 'shuffled' "
+                        "(random reshuffling: each client once per pass over the K clients, "
+                        "a fresh seeded order each pass, so every client has taken part by "
+                        "round ceil(K / m) and its per-round chance is still m / K). "
+                        "pflrepro.training.selection.",
+    "eval_test": "Test rows each client's personalised prediction is scored on: 'own' (its "
+                 "own test share of the partition, drawn from its own distribution) or "
+                 "'global' (the union of every client's test rows, the same for every "
+                 "client: the data set's held-out rows).",
     "architectures": "Model heterogeneity: a list of {model, model_options} from the "
                      "smallest to the largest model; each client gets one (drawn by "
                      "architecture_assignment, seeded, recorded per client as the metric "
@@ -50,6 +63,13 @@ TRAINING_DOCS: dict[str, str] = {
 
 #: The ways clients get their architecture (``training.architecture_assignment``).
 ASSIGNMENTS = ("data_size", "uniform")
+#: The ways a round's clients are drawn (``training.client_selection``).
+SELECTIONS = ("uniform", "data_size", "shuffled")
+#: The test rows a client is scored on (``training.eval_test``).
+EVAL_TESTS = ("own", "global")
+#: Keys left out of :meth:`TrainingConfig.to_dict` at their default, so that the specs
+#: (and digests) of runs that do not set them stay as before the keys existed.
+OMITTED_AT_DEFAULT = {"client_selection": "uniform", "eval_test": "own"}
 
 
 #: Integer settings that must be at least 1 (the schema's minimum says the same).
@@ -75,6 +95,8 @@ class TrainingConfig:
     client_training: str = "auto"
     client_chunk: int = 0
     client_fraction: float = 1.0
+    client_selection: str = "uniform"
+    eval_test: str = "own"
     architectures: tuple[Mapping[str, Any], ...] = ()
     architecture_assignment: str = "data_size"
 
@@ -97,6 +119,12 @@ class TrainingConfig:
         if not 0.0 < self.client_fraction <= 1.0:
             raise ValueError(f"training.client_fraction must lie in (0, 1], got "
                              f"{self.client_fraction}")
+        if self.client_selection not in SELECTIONS:
+            raise ValueError(f"training.client_selection must be one of {list(SELECTIONS)}, "
+                             f"got {self.client_selection!r}")
+        if self.eval_test not in EVAL_TESTS:
+            raise ValueError(f"training.eval_test must be one of {list(EVAL_TESTS)}, got "
+                             f"{self.eval_test!r}")
         if self.architecture_assignment not in ASSIGNMENTS:
             raise ValueError(f"training.architecture_assignment must be one of "
                              f"{list(ASSIGNMENTS)}, got {self.architecture_assignment!r}")
@@ -147,4 +175,7 @@ class TrainingConfig:
                                     for a in self.architectures]
         else:  # homogeneous: the spec (and its digest) as before these keys existed
             del out["architectures"], out["architecture_assignment"]
+        for key, default in OMITTED_AT_DEFAULT.items():
+            if out[key] == default:
+                del out[key]
         return out
