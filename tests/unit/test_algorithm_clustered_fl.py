@@ -260,30 +260,63 @@ def test_parse_hyper_rejects(params, match):
 # ---------------------------------------------------------------------- config
 
 
-def test_eps_are_selected_on_validation_where_clustered_fl_runs():
-    # FedEM's eps1 = 0.4, eps2 = 1.6 were set for SGD; under Adam the mean update norm
-    # of the FedeRiCo designs stays above 0.4 (or, on some digits partitions, the
-    # largest member update below 1.6), so fixed values never split. Every experiment
-    # that runs Clustered FL selects both on validation from grids holding FedEM's
-    # values, eps1 reaching 10 (above the mean update norms measured at CPU scale) and
-    # eps2 down to 0.4, and no method entry fixes them (a fixed key is not tuned).
+def _repo_config():
     from pathlib import Path
 
     from pflrepro.config import load_config_file, parse
 
     repo = Path(__file__).resolve().parents[2]
-    cfg = parse(load_config_file(repo / "config.yaml"))
+    return repo, parse(load_config_file(repo / "config.yaml"))
+
+
+def test_eps_are_selected_on_validation_where_clustered_fl_runs():
+    # FedEM's eps1 = 0.4, eps2 = 1.6 were set for SGD; under Adam the mean update norm
+    # of the FedeRiCo designs stays above 0.4 (or, on some digits partitions, the
+    # largest member update below 1.6), so fixed values never split. Every experiment
+    # that runs Clustered FL selects both for `clustered_fl` on validation from grids
+    # holding FedEM's values, eps1 reaching 10 (above the mean update norms measured at
+    # CPU scale) and eps2 down to 0.4; `clustered_fl_fedem` fixes FedEM's values (the
+    # implementation FedeRiCo ran) and is never tuned.
+    _, cfg = _repo_config()
     cfl = {m for m, spec in cfg.methods.items() if spec.algorithm == "clustered_fl"}
+    assert cfl == {"clustered_fl", "clustered_fl_fedem"}
+    assert not {"eps1", "eps2"} & set(cfg.methods["clustered_fl"].params)
     experiments = [x for x in cfg.experiments.values() if cfl & set(x.methods)]
     assert len(experiments) >= 5  # FedeRiCo Table 1: 3 paper-scale, 2 CPU-scale
     for x in experiments:
-        for m in cfl & set(x.methods):
-            assert not {"eps1", "eps2"} & set(cfg.methods[m].params), m
-            assert x.tune is not None and m in x.tune.methods, x.name
-            grids = {g.key: g.values for g in x.tune.methods[m]}
-            assert 0.4 in grids["eps1"] and max(grids["eps1"]) >= 10, x.name
-            assert 1.6 in grids["eps2"] and min(grids["eps2"]) <= 0.4, x.name
-            # splits start after the warm-up: the budget must reach past it
-            assert x.tune.rounds > ClusteredFLHyper().warmup_rounds, x.name
-            # a Table 1 cell averages the splits: one selection for all of them
-            assert x.tune.pool == "partition", x.name
+        assert x.tune is not None and "clustered_fl" in x.tune.methods, x.name
+        assert "clustered_fl_fedem" not in x.tune.methods, x.name
+        grids = {g.key: g.values for g in x.tune.methods["clustered_fl"]}
+        assert 0.4 in grids["eps1"] and max(grids["eps1"]) >= 10, x.name
+        assert 1.6 in grids["eps2"] and min(grids["eps2"]) <= 0.4, x.name
+        # splits start after the warm-up: the budget must reach past it
+        assert x.tune.rounds > ClusteredFLHyper().warmup_rounds, x.name
+        # a Table 1 cell averages the splits: one selection for all of them
+        assert x.tune.pool == "partition", x.name
+
+
+def test_fedem_thresholds_variant_beside_the_tuned_one_and_its_claims():
+    # FedeRiCo (footnote 3) ran FedEM's code, whose ClusteredAggregator has tol_1 = 0.4,
+    # tol_2 = 1.6: the variant its Clustered FL statements are checked on runs in every
+    # experiment that runs the tuned clustered_fl (FedeRiCo Table 1, both scales)
+    from pflrepro.reporting.claims.parse import load_claims
+
+    repo, cfg = _repo_config()
+    fedem = cfg.methods["clustered_fl_fedem"]
+    assert fedem.algorithm == "clustered_fl"
+    assert fedem.params == {"eps1": 0.4, "eps2": 1.6}
+    table1 = sorted(x.name for x in cfg.experiments.values() if "clustered_fl" in x.methods)
+    assert table1 == sorted(x.name for x in cfg.experiments.values()
+                            if "clustered_fl_fedem" in x.methods)
+    assert {"federico_table1_cifar10", "federico_table1_cifar100", "federico_table1_officehome",
+            "federico_table1_cpu_fashion", "federico_table1_cpu_digits"} <= set(table1)
+    claims = {c.id: c for c in load_claims(repo / "config/claims.yaml")}
+    for cid, method in [("clustered-fl-like-fedavg", "clustered_fl_fedem"),
+                        ("clustered-fl-rarely-splits", "clustered_fl_fedem"),
+                        ("clustered-fl-tuned-like-fedavg", "clustered_fl"),
+                        ("clustered-fl-tuned-rarely-splits", "clustered_fl")]:
+        check = claims[cid].check
+        named = check.methods if check.type == "within" else (check.method,)
+        assert tuple(named) == (method,), cid
+        assert claims[cid].experiments == claims["federico-best"].experiments, cid
+    assert claims["clustered-fl-like-fedavg"].check.reference == "fedavg"

@@ -21,8 +21,10 @@ both set for SGD. They are absolute norms, so their meaning depends on the optim
 and the model: under Adam each step moves every weight by about the learning rate, so
 the norms follow the model size and the data rather than closeness to a stationary
 point, and at 0.4 / 1.6 no cluster splits in FedeRiCo's CPU designs
-(docs/methods/clustered_fl.md). The experiments that run this method therefore select
-ε₁ and ε₂ on validation rows (their ``tune:`` blocks, FedEM's values in every grid);
+(docs/methods/clustered_fl.md). The config therefore runs two variants: FedEM's
+values fixed (``clustered_fl_fedem``, the method as FedeRiCo ran it, on which its
+claims are checked) and ε₁, ε₂ selected on validation rows (``clustered_fl``, the
+experiments' ``tune:`` blocks, FedEM's values in every grid);
 ``warmup_rounds`` = 20 and ``min_cluster_size`` = 3 follow the authors' code
 (``c_round > 20``, ``len(idc) > 2``; FedEM has no warm-up). The mean-update norm is
 size-weighted like the paper's cluster step (FedEM takes the unweighted mean). Complete
