@@ -13,6 +13,7 @@ from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedamp import (
     FedAMP,
     FedAMPHyper,
+    capped_step,
     fedamp_attention,
     flatten,
     mix,
@@ -140,11 +141,62 @@ def test_negative_self_weight_raises():
     torch.testing.assert_close(xi.sum(1), torch.ones(4, dtype=torch.float64))
 
 
-def test_round_raises_instead_of_clipping():
+def test_fixed_step_round_raises_instead_of_clipping():
     # tiny linear models are close (d² < 1): α/σ · (K − 1) = 1.5 makes ξ_ii < 0
-    _, alg = _alg({"sigma": 10.0, "alpha": 7.5})
+    _, alg = _alg({"sigma": 10.0, "alpha": 7.5, "step": "fixed"})
     with pytest.raises(ValueError, match="ξ_ii"):
         alg.round(alg.init(), 1)
+
+
+def test_capped_step_by_hand():
+    # two groups of two, 1 parameter: w = (0, 0, 10, 10), σ = 1: A′ = 1 within (d² = 0),
+    # e^{−100} across. Σ_{j≠i} A′ = 1 + 2e^{−100}: the cap is 1/(1 + 2e^{−100})
+    flat = torch.tensor([[0.0], [0.0], [10.0], [10.0]], dtype=torch.float64)
+    cap = 1.0 / (1.0 + 2.0 * math.exp(-100.0))
+    assert capped_step(flat, alpha=5.0, sigma=1.0) == pytest.approx(cap, rel=1e-15)
+    assert capped_step(flat, alpha=0.3, sigma=1.0) == 0.3   # below the cap: α itself
+    xi = fedamp_attention(flat, capped_step(flat, 5.0, 1.0), 1.0)
+    assert float(xi[0, 1]) == pytest.approx(1.0) and float(xi[0, 0]) == pytest.approx(0.0)
+    # identical models: the cap is σ/(K − 1), ξ_ii = 0 and u_i = w_i for any weights
+    same = torch.zeros(4, 3, dtype=torch.float64)
+    assert capped_step(same, alpha=1.0, sigma=2.0) == pytest.approx(2.0 / 3.0)
+
+
+def test_capped_round_keeps_xi_convex_and_pulls_with_lambda_over_the_step():
+    # the fixed step raises here (above); the capped one (default) mixes convexly
+    e, alg = _alg({"sigma": 10.0, "alpha": 7.5, "lam": 7.5})
+    assert alg.hp.step == "capped"
+    state = alg.init()
+    flat = flatten(state["params"])
+    step = alg.server_step(flat, squared_distances(flat))
+    assert step < 7.5
+    new, _ = alg.round(state, 1)
+    xi = new["xi"]
+    assert float(torch.diagonal(xi).min()) == pytest.approx(0.0, abs=1e-12)
+    assert bool((xi >= -1e-12).all())
+    torch.testing.assert_close(xi.sum(1), torch.ones(3, dtype=torch.float64))
+    # eq. 6's coefficient is λ/α_k, the round's step, not λ/α
+    (term,) = alg.terms(mix(state["params"], xi), step)
+    assert term.coef == pytest.approx(7.5 / step)
+
+
+def test_untied_alpha_expresses_a_block_the_tied_reading_cannot():
+    # 8 clients, two groups of 4 at distance 0 within and 100 across (σ = 1): the block
+    # ξ (1/4 on every group member, itself included) is α/σ = 1/4; α = σ/K caps every
+    # peer at 1/K = 1/8
+    from pflrepro.tuning import tied_params
+
+    flat = torch.tensor([[0.0]] * 4 + [[10.0]] * 4, dtype=torch.float64)
+    block = torch.block_diag(*[torch.full((4, 4), 0.25, dtype=torch.float64)] * 2)
+    untied = tied_params("fedamp", {"sigma": 1.0, "alpha_ratio": 0.25}, 8, {})
+    assert untied == {"sigma": 1.0, "alpha": 0.25, "lam": 0.25}
+    torch.testing.assert_close(fedamp_attention(flat, untied["alpha"], 1.0), block)
+    tied = tied_params("fedamp", {"sigma": 1.0}, 8, {})
+    assert tied["alpha"] == 1.0 / 8
+    xi = fedamp_attention(flat, tied["alpha"], 1.0)
+    off = ~torch.eye(8, dtype=torch.bool)
+    assert float(xi[off].max()) == pytest.approx(1.0 / 8)
+    assert float((xi - block).abs().max()) == pytest.approx(0.625 - 0.25)
 
 
 # ---------------------------------------------------------------------- client step
@@ -306,7 +358,8 @@ def test_deterministic_and_checkpointable():
 
 def test_parse_hyper_defaults_and_coercion():
     assert parse_hyper(FedAMP, {}) == FedAMPHyper(lam=1e-7, sigma=1e-5, alpha=1e-7,
-                                                  distance="mean", init="shared")
+                                                  distance="mean", init="shared",
+                                                  step="capped")
     hp = parse_hyper(FedAMP, {"lam": 0, "sigma": 3, "alpha": 2})
     assert hp.sigma == 3.0 and isinstance(hp.sigma, float) and hp.lam == 0.0
 
@@ -314,6 +367,7 @@ def test_parse_hyper_defaults_and_coercion():
 @pytest.mark.parametrize("bad", [
     {"lam": -0.1}, {"sigma": 0.0}, {"sigma": -1.0}, {"alpha": 0}, {"alpha": -2.0},
     {"sigma": "1"}, {"lam": True}, {"alpha": None}, {"lambda": 1.0}, {"self_attention": 0.5},
+    {"step": "clip"},
 ])
 def test_parse_hyper_rejects(bad):
     with pytest.raises(ValueError):

@@ -96,6 +96,16 @@ def test_client_step_is_fedamps():
         assert getattr(HeurFedAMP, method) is getattr(FedAMP, method)
 
 
+def test_server_step_is_alpha_uncapped():
+    # ξ of eq. 8 is convex for any α: FedAMP's cap (here far below α) does not apply,
+    # and the client's coefficient stays λ/α
+    e, alg = _alg({"alpha": 100.0, "lam": 50.0, "sigma": 3.0})
+    flat = flatten(e.client_init()["params"])
+    assert alg.server_step(flat, squared_distances(flat)) == 100.0
+    fed = FedAMP(e, parse_hyper(FedAMP, {"alpha": 100.0, "sigma": 3.0}))
+    assert fed.server_step(flat, squared_distances(flat)) < 100.0
+
+
 def test_round_is_proximal_sgd_from_cloud_model():
     lr, lam, alpha = 0.5, 1.0, 0.5
     e, alg = _alg({"lam": lam, "alpha": alpha, "self_attention": 0.6, "sigma": 3.0},

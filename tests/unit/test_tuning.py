@@ -155,6 +155,32 @@ def test_select_best_mean_over_seeds_first_on_ties() -> None:
     assert chosen == {("p", 0): {"sigma": 1e-3}}
 
 
+def _run_with_rows(curve: list[float], rows: tuple[int, int]) -> pd.DataFrame:
+    """:func:`_run` with each client's validation rows logged (``n_test`` at round 0)."""
+    extra = pd.DataFrame([{"round": 0, "client": c, "peer": -1, "metric": R.N_TEST,
+                           "value": n} for c, n in enumerate(rows)])
+    return pd.concat([_run(curve), extra], ignore_index=True)
+
+
+def test_scores_within_half_a_validation_row_are_ties_for_the_first_point() -> None:
+    # 374 + 86 = 460 pooled validation rows: half a row is 0.5 / 460 = 1.09e-3
+    points = [{"sigma": 1e-4}, {"sigma": 1e-3}, {"sigma": 1e-2}]
+    trials = [T.Trial(points[0], "p", 0, 0, _run_with_rows([0.5, 0.8], (374, 86))),
+              T.Trial(points[1], "p", 0, 0, _run_with_rows([0.5, 0.8 + 3e-9], (374, 86))),
+              T.Trial(points[2], "p", 0, 0, _run_with_rows([0.5, 0.2], (374, 86)))]
+    scores = T.score_trials(trials, "best_mean")
+    assert scores["n_rows"].tolist() == [460, 460, 460]
+    assert T.tie_tolerance(scores) == pytest.approx(0.5 / 460)
+    # 3e-9 apart (float summation noise): a tie, the first grid point is chosen
+    assert T.select(scores, points) == {("p", 0): {"sigma": 1e-4}}
+    # a whole row apart (1 / 460 = 2.2e-3) is no tie: the better point is chosen
+    trials[1] = T.Trial(points[1], "p", 0, 0, _run_with_rows([0.5, 0.8 + 1 / 460],
+                                                              (374, 86)))
+    assert T.select(T.score_trials(trials, "best_mean"), points) == {("p", 0): {"sigma": 1e-3}}
+    # rows unknown (no n_test logged): exact comparison, as before
+    assert T.tie_tolerance(scores.drop(columns="n_rows")) == 0.0
+
+
 def test_pooled_selection_gives_every_split_of_a_partition_one_point() -> None:
     points = [{"eps1": 0.4}, {"eps1": 3.0}]
     # split 0: 0.4 scores 0.9, 3 scores 0.8; split 1: 0.4 scores 0.5, 3 scores 0.8

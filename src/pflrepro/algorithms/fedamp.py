@@ -35,16 +35,28 @@ Choices where the paper is silent (the text gives no hyperparameter values):
   α/σ = 0.01 keeps ξ_ii ≥ 0 at any distances for up to 101 clients (each peer weighs
   1 % at zero distance); λ = α makes the proximal coefficient λ/α = 1, as the
   reference code's λ = α_K = 1. ``config.yaml``'s FedAMP experiments do not use these
-  defaults: they select σ and λ/α on validation (their ``tune:`` blocks, α = σ/K);
+  defaults: they select σ, α (as α/σ) and λ/α on validation (their ``tune:`` blocks);
 * the client's local optimisation *starts from u_i* (the common choice; the exact
   minimiser does not depend on the start) and runs the engine's usual local steps;
   clients keep their own optimiser state across rounds, as in FedAvg here;
-* tuning (:mod:`pflrepro.tuning`) ties α = σ/K and λ = prox · α to the tuned σ and
-  prox = λ/α (:meth:`FedAMP.tied_values`), so ξ_ii ≥ 0 holds at every grid point;
-* α_k = ``alpha`` is constant over rounds;
-* ξ_ii < 0 (α too large for σ at the current distances) raises ValueError — a
-  negative self weight makes u_i an extrapolation, not a convex combination, and is
-  never clipped; α ≤ σ/(K − 1) rules it out for any distances;
+* α and σ are separate knobs, as eq. 5 writes them. Tuning (:mod:`pflrepro.tuning`)
+  reads α as ``alpha_ratio`` = α/σ = α·A′(0), the weight of a peer at zero distance,
+  on a grid of its own, and λ = prox · α (:meth:`FedAMP.tied_values`). The *tied
+  reading* α = σ/K (``alpha_ratio`` 1/K, one point of the grids) caps every peer
+  weight at 1/K: a block ξ over a group of g clients (1/g each, g < K) cannot be
+  expressed at any σ, and ξ can only go from ≈ I (σ ≪ distances) to ≈ flat (σ ≫
+  distances). α/σ up to 1 lets a group's members weigh up to e^{−x/σ} each;
+* ``step: capped`` (default): α_k = min(α, 1 / max_i Σ_{j≠i} A′(x_ij)), the largest
+  step ≤ α that keeps every ξ_ii ≥ 0, so u_i is the convex combination of the messages
+  that the paper says it is (its α_k is indexed by the iteration and unstated; its
+  convergence results assume it small). With α ≤ σ/(K − 1) the cap never binds (the
+  tied reading runs at α every round). The client step's coefficient is eq. 6's
+  λ/α_k with the round's α_k. With the shared start every distance is 0 at round 1:
+  the cap is σ/(K − 1), ξ_ii = 0, and u_i = w_i (all models are the same);
+* ``step: fixed``: α_k = ``alpha`` every round, and ξ_ii < 0 (α too large for σ at the
+  current distances) raises ValueError — a negative self weight makes u_i an
+  extrapolation, not a convex combination, and is never clipped; α ≤ σ/(K − 1) rules
+  it out for any distances (and the shared start's round 1 needs it);
 * the ξ logged at round r (``results.WEIGHT``, client i, peer j) is the one round r
   used, computed from the models after round r − 1, and beside it the mean squared
   per-parameter distances x_ij it was computed from (``results.MODEL_DISTANCE``,
@@ -72,6 +84,8 @@ if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime impor
 #: How FedAMP / HeurFedAMP clients start: one seeded model copied to every client (the
 #: reference implementations), or a model of its own per client (our former default).
 AMP_INITS = ("shared", "independent")
+#: FedAMP's server step α_k per round: α capped to keep ξ_ii >= 0, or α as given.
+AMP_STEPS = ("capped", "fixed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +109,10 @@ class FedAMPHyper:
     init: str = hyper("shared", "'shared': every client starts from one seeded model (as the "
                       "reference implementations); 'independent': each client draws its own.",
                       choices=AMP_INITS)
+    step: str = hyper("capped", "the server step α_k: 'capped' = min(α, the largest step that "
+                      "keeps every ξ_ii >= 0 this round), so u_i stays a convex combination "
+                      "as the paper says; 'fixed' = α every round (a negative ξ_ii raises).",
+                      choices=AMP_STEPS)
 
     def __post_init__(self) -> None:
         require_positive("fedamp", sigma=self.sigma, alpha=self.alpha)
@@ -139,6 +157,29 @@ def squared_distances(flat: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _similarity(flat: torch.Tensor, sigma: float, per_parameter: bool,
+                squared: torch.Tensor | None) -> torch.Tensor:
+    """A′(x_ij) = e^{−x/σ}/σ off the diagonal, 0 on it."""
+    k = flat.shape[0]
+    off = ~torch.eye(k, dtype=torch.bool, device=flat.device)
+    x = squared_distances(flat) if squared is None else squared
+    if per_parameter:
+        x = x / flat.shape[1]
+    a = torch.exp(-x / sigma) / sigma
+    return torch.where(off, a, torch.zeros_like(a))
+
+
+def capped_step(flat: torch.Tensor, alpha: float, sigma: float, per_parameter: bool = False,
+                squared: torch.Tensor | None = None) -> float:
+    """α_k = min(α, 1 / max_i Σ_{j≠i} A′(x_ij)): the largest step ≤ α with every ξ_ii ≥ 0.
+
+    At least σ/(K − 1) (A′ ≤ 1/σ); ``flat``, ``squared``, ``per_parameter`` as for
+    :func:`fedamp_attention`.
+    """
+    peak = float(_similarity(flat, sigma, per_parameter, squared).sum(dim=1).max())
+    return min(alpha, 1.0 / peak) if peak > 0 else alpha
+
+
 def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float,
                      per_parameter: bool = False,
                      squared: torch.Tensor | None = None) -> torch.Tensor:
@@ -149,12 +190,7 @@ def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float,
     Raises ValueError where some ξ_ii < 0 (beyond rounding).
     """
     k = flat.shape[0]
-    off = ~torch.eye(k, dtype=torch.bool, device=flat.device)
-    x = squared_distances(flat) if squared is None else squared
-    if per_parameter:
-        x = x / flat.shape[1]
-    xi = alpha * torch.exp(-x / sigma) / sigma
-    xi = torch.where(off, xi, torch.zeros_like(xi))
+    xi = alpha * _similarity(flat, sigma, per_parameter, squared)
     xi = xi + torch.diag(1.0 - xi.sum(dim=1))
     diag = torch.diagonal(xi)
     if bool((diag < -XI_TOLERANCE).any()):
@@ -163,7 +199,8 @@ def fedamp_attention(flat: torch.Tensor, alpha: float, sigma: float,
             f"fedamp: self weight ξ_ii = {float(diag[i]):.4g} < 0 for client {i}: alpha = "
             f"{alpha} is too large for sigma = {sigma} at the current model distances "
             f"(Σ_j alpha·exp(−d²/sigma)/sigma > 1); use alpha <= sigma/(K − 1) = "
-            f"{sigma / max(k - 1, 1):.4g}, which keeps ξ_ii >= 0 for any distances")
+            f"{sigma / max(k - 1, 1):.4g}, which keeps ξ_ii >= 0 for any distances, or "
+            "step: capped")
     return xi
 
 
@@ -183,18 +220,23 @@ class FedAMP(Algorithm):
     Hyper = FedAMPHyper
     records = (WEIGHT, MODEL_DISTANCE)
     #: Keys a ``tune:`` block may name besides the hyperparameters (:mod:`pflrepro.tuning`).
-    TUNE_KEYS = {"prox": "λ/α, the client's proximal coefficient (λ = prox · α; default 1)"}
+    TUNE_KEYS = {"prox": "λ/α, the client's proximal coefficient (λ = prox · α; default 1)",
+                 "alpha_ratio": "α/σ = α·A′(0), a peer's weight at zero distance (α = "
+                                "alpha_ratio · σ; 1/K is the tied reading α = σ/K)"}
 
     @staticmethod
     def tied_values(values: dict[str, Any], clients: int) -> dict[str, Any]:
         """Hyperparameters of a tuning grid point (``values``: the point and fixed keys).
 
-        α = σ/K unless given: at zero distance every peer and the client itself weigh
-        1/K (FedAvg's mean), and α ≤ σ/(K − 1) keeps ξ_ii ≥ 0 at any distances; λ =
-        prox · α (prox = λ/α, default 1 as the reference code's λ = α_K = 1).
+        α and σ are separate knobs, as eq. 5 writes them: α as given, else
+        ``alpha_ratio`` · σ (the weight α·A′(0) a peer at zero distance gets, on a grid
+        of its own), else σ/K, the tied reading (every peer and the client itself 1/K
+        at zero distance: FedAvg's mean; each peer weighs at most 1/K). λ = prox · α
+        (prox = λ/α, default 1 as the reference code's λ = α_K = 1).
         """
         sigma = float(values.get("sigma", FedAMPHyper.sigma))
-        alpha = float(values.get("alpha", sigma / clients))
+        ratio = float(values.get("alpha_ratio", 1.0 / clients))
+        alpha = float(values.get("alpha", ratio * sigma))
         lam = float(values.get("lam", float(values.get("prox", 1.0)) * alpha))
         return {"sigma": sigma, "alpha": alpha, "lam": lam}
 
@@ -210,33 +252,48 @@ class FedAMP(Algorithm):
         state["distance"] = nan.clone()
         return state
 
-    def attention(self, flat: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+    def attention(self, flat: torch.Tensor, squared: torch.Tensor,
+                  step: float | None = None) -> torch.Tensor:
         """ξ (K × K, float64, rows sum to 1, on ``flat``'s device) from the models.
 
-        ``flat``: the flattened models; ``squared``: their :func:`squared_distances`.
+        ``flat``: the flattened models; ``squared``: their :func:`squared_distances`;
+        ``step``: the round's α_k (default :meth:`server_step`).
         """
-        return fedamp_attention(flat, self.hp.alpha, self.hp.sigma,
+        alpha = self.server_step(flat, squared) if step is None else step
+        return fedamp_attention(flat, alpha, self.hp.sigma,
                                 per_parameter=self.hp.distance == "mean", squared=squared)
 
-    def terms(self, cloud: Params) -> tuple[GradTerm, ...]:
-        """(λ/α)(w − u_i): each client's pull towards its cloud model (none when λ = 0)."""
+    def server_step(self, flat: torch.Tensor, squared: torch.Tensor) -> float:
+        """α_k of this round: α, or (``step: capped``) :func:`capped_step`'s min(α, cap)."""
+        if self.hp.step == "fixed":
+            return self.hp.alpha
+        return capped_step(flat, self.hp.alpha, self.hp.sigma,
+                           per_parameter=self.hp.distance == "mean", squared=squared)
+
+    def terms(self, cloud: Params, step: float | None = None) -> tuple[GradTerm, ...]:
+        """(λ/α_k)(w − u_i): each client's pull towards its cloud model (none when λ = 0).
+
+        ``step``: the round's α_k (eq. 6's coefficient λ/(2α_k) of ‖w − u_i‖²; default α).
+        """
         if self.hp.lam <= 0:
             return ()
-        return (Proximal(cloud, self.hp.lam / self.hp.alpha, per_client=True),)
+        alpha = self.hp.alpha if step is None else step
+        return (Proximal(cloud, self.hp.lam / alpha, per_client=True),)
 
     def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
         """Server: ξ and cloud models from the current w; clients: proximal training from u_i."""
         e = self.engine
         flat = flatten(state["params"])
         squared = squared_distances(flat)  # once: for ξ and for the record
-        xi = self.attention(flat, squared)
+        step = self.server_step(flat, squared)
+        xi = self.attention(flat, squared, step)
         cloud = mix(state["params"], xi)
         state["xi"] = xi.cpu()
         state["distance"] = (squared / flat.shape[1]).cpu()
         # clients start from and are pulled towards their cloud models u_i
         state["params"], state["opt"], losses = e.train(cloud, state["opt"],
                                                         range(e.num_clients), rnd,
-                                                        terms=self.terms(cloud))
+                                                        terms=self.terms(cloud, step))
         # each client uploads w_i and downloads its own cloud model u_i
         e.traffic.exchange(range(e.num_clients), up=e.model_size, down=e.model_size)
         return state, losses

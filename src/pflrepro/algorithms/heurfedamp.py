@@ -18,7 +18,8 @@ Choices where the paper is silent (besides FedAMP's, which apply here too):
   large for cosine gaps of about 0.01 to matter; on the digits smoke setting σ = 10
   gave same-group peers 1.1× the weight of other peers, σ = 50 and 100 gave 2×,
   all three within a point of accuracy;
-* α only sets the proximal coefficient λ/α (ξ does not depend on it); λ = α = 1 as
+* α only sets the proximal coefficient λ/α (ξ does not depend on it, and eq. 8's ξ is
+  convex for any α, so FedAMP's capped step does not apply: α_k = α); λ = α = 1 as
   for FedAMP; tuning (:mod:`pflrepro.tuning`) sets λ = prox · α from a tuned prox = λ/α;
 * parameter norms are clamped at 1e-8 in the cosine (a zero vector has similarity 0
   with everything, as with ``torch.nn.functional.cosine_similarity``);
@@ -103,9 +104,15 @@ class HeurFedAMP(FedAMP):
             raise ValueError(f"heurfedamp needs at least 2 clients, got {self.engine.num_clients}")
         return super().init()
 
-    def attention(self, flat: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+    def server_step(self, flat: torch.Tensor, squared: torch.Tensor) -> float:
+        """α: ξ does not depend on it (eq. 8), so no cap applies; it sets λ/α only."""
+        return self.hp.alpha
+
+    def attention(self, flat: torch.Tensor, squared: torch.Tensor,
+                  step: float | None = None) -> torch.Tensor:
         """ξ from cosine similarities (eq. 8) instead of FedAMP's A′ of the distances.
 
-        ``squared`` (the squared distances) is unused: HeurFedAMP records it only.
+        ``squared`` (the squared distances) is unused: HeurFedAMP records it only;
+        ``step`` too (ξ does not depend on α).
         """
         return heuristic_attention(flat, self.hp.self_attention, self.hp.sigma)

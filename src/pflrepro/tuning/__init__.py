@@ -24,10 +24,15 @@ Choices (ours: the papers state no tuning procedure):
 * criteria (:data:`CRITERIA`): ``best_mean`` (default) is the best over evaluated
   rounds of the unweighted mean client validation accuracy (the BMTA of FedAMP's
   tables, on validation), ``final_mean`` the mean at the last round; either is
-  averaged over the tuning seeds; a tie goes to the first grid point (grid order);
+  averaged over the tuning seeds; a tie goes to the first grid point (grid order),
+  and scores within :data:`TIE_ROWS` of one validation row of the best (in accuracy,
+  ``TIE_ROWS / n`` for ``n`` validation rows of the run, all clients pooled) are ties:
+  a difference smaller than one row's worth is float summation noise or a coin flip,
+  not a better setting (:func:`select`);
 * values tied to the tuned ones are declared by the algorithm class as
-  ``tied_values(point, clients) -> params`` (e.g. FedAMP: α = σ/K); a key the method's
-  config fixes is not tuned (the config wins) and, tied or not, keeps its value;
+  ``tied_values(point, clients) -> params`` (e.g. FedAMP: α = alpha_ratio · σ); a key
+  the method's config fixes is not tuned (the config wins) and, tied or not, keeps its
+  value;
 * a ``training:`` block tunes a training setting every method of the experiment shares
   (the lr), selected by one method's validation score (:mod:`pflrepro.tuning.shared`).
 
@@ -58,6 +63,9 @@ if TYPE_CHECKING:
 DEFAULT_FRACTION = 0.2
 #: Selection criteria (see the module docstring).
 CRITERIA = ("best_mean", "final_mean")
+#: Scores within this many validation rows' worth of accuracy (``TIE_ROWS / n``, n the
+#: pooled validation rows of a run) of the best are ties, resolved by grid order.
+TIE_ROWS = 0.5
 #: What one selection covers: one (partition, split seed), or a partition's every split.
 POOLS = ("split", "partition")
 #: Purpose tag of the validation draws (:func:`pflrepro.seeding.derive_seed`).
@@ -303,10 +311,19 @@ def xi_contrast(frame: pd.DataFrame) -> tuple[float, float]:
     return within, across
 
 
+def validation_rows(frame: pd.DataFrame) -> int:
+    """The run's evaluated rows, all clients pooled (its ``n_test`` rows; 0: none logged)."""
+    from pflrepro.store.results import N_TEST
+
+    rows = frame[(frame["metric"] == N_TEST) & (frame["client"] >= 0)]
+    return int(rows.drop_duplicates("client")["value"].sum())
+
+
 def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
     """One row per trial: point values, partition, split, seed, score, its round, ξ.
 
-    ``last_round``: the run's last evaluated round (the budget's end).
+    ``last_round``: the run's last evaluated round (the budget's end); ``n_rows``: its
+    validation rows, all clients pooled (:func:`validation_rows`).
     """
     import pandas as pd
 
@@ -318,8 +335,20 @@ def score_trials(trials: Sequence[Trial], criterion: str) -> pd.DataFrame:
                      **{f"value_{k}": v for k, v in t.point.items()},
                      "seed": t.seed, "score": value, "round": at,
                      "last_round": int(mean_accuracy_curve(t.frame).index.max()),
+                     "n_rows": validation_rows(t.frame),
                      "xi_within": within, "xi_across": across})
     return pd.DataFrame(rows)
+
+
+def tie_tolerance(scores: pd.DataFrame) -> float:
+    """``TIE_ROWS / n`` for the fewest pooled validation rows ``n`` among ``scores``.
+
+    0 where the rows are not known (no ``n_rows`` column, or no rows logged).
+    """
+    if "n_rows" not in scores or scores.empty:
+        return 0.0
+    n = int(scores["n_rows"].min())
+    return TIE_ROWS / n if n > 0 else 0.0
 
 
 def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]],
@@ -328,8 +357,9 @@ def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]],
 
     ``pool="split"``: the mean over the seeds of that split; ``"partition"``: the mean
     over every split and seed of the partition, the one best point given to each of its
-    splits. Ties go to the first point in ``points`` (grid order). A point without a
-    score for some (partition, split) raises ``ValueError``.
+    splits. Ties go to the first point in ``points`` (grid order): every point whose
+    mean lies within :func:`tie_tolerance` of the best mean ties with it. A point
+    without a score for some (partition, split) raises ``ValueError``.
     """
     if pool not in POOLS:
         raise ValueError(f"pool {pool!r} is not one of {list(POOLS)}")
@@ -344,7 +374,8 @@ def select(scores: pd.DataFrame, points: Sequence[Mapping[str, float]],
     by = ["partition", "split"] if pool == "split" else ["partition"]
     for key, sub in scores.groupby(by, sort=True):
         means = sub.groupby("point")["score"].mean()
-        best = max(order, key=lambda p: (means[p], -order.index(p)))
+        top, tolerance = float(means.max()), tie_tolerance(sub)
+        best = next(p for p in order if means[p] >= top - tolerance)
         partition = key[0]
         for split in sorted(set(sub["split"])):
             chosen[(str(partition), int(split))] = by_id[best]

@@ -1,0 +1,51 @@
+"""benchmarks/fedamp_design.py: the oracle's fixed ξ and the readings' parameters by hand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+
+import fedamp_design as D  # noqa: E402
+
+from pflrepro.algorithms.fedamp import FedAMP  # noqa: E402
+
+
+def test_oracle_xi_by_hand() -> None:
+    groups = np.array([0, 1, 0, 0, 1])
+    block = D.oracle_xi("block", groups)
+    third, half = 1.0 / 3.0, 0.5
+    expected = torch.tensor([[third, 0, third, third, 0], [0, half, 0, 0, half],
+                             [third, 0, third, third, 0], [third, 0, third, third, 0],
+                             [0, half, 0, 0, half]], dtype=torch.float64)
+    torch.testing.assert_close(block, expected)
+    torch.testing.assert_close(D.oracle_xi("identity", groups), torch.eye(5, dtype=torch.float64))
+    torch.testing.assert_close(D.oracle_xi("uniform", groups),
+                               torch.full((5, 5), 0.2, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        D.oracle_xi("flat", groups)
+
+
+def test_oracle_patch_is_undone() -> None:
+    original = FedAMP.attention
+    with D.oracle("block"):
+        assert FedAMP.attention is not original
+    assert FedAMP.attention is original
+
+
+def test_xi_stats_and_reading_params() -> None:
+    groups = np.array([0, 0, 1, 1])
+    xi = np.array([[0.5, 0.3, 0.1, 0.1], [0.3, 0.5, 0.1, 0.1],
+                   [0.1, 0.1, 0.5, 0.3], [0.1, 0.1, 0.3, 0.5]])
+    within, across, mass = D.xi_stats(xi, groups)
+    assert within == pytest.approx(0.3) and across == pytest.approx(0.1)
+    assert mass == pytest.approx(0.3 / 0.5)
+    assert D.reading_params("1e-6/0.25/capped/2") == {
+        "sigma": 1e-6, "alpha": 2.5e-7, "lam": 5e-7, "step": "capped"}
