@@ -369,7 +369,7 @@ def test_round_is_deterministic():
 def test_defaults_are_mean_epoch_all_to_all_one_warmup_round():
     hp = parse_hyper(FedeRiCo, {})
     assert (hp.estep_loss, hp.mstep, hp.table_start) == ("mean", "epoch", "all_to_all")
-    assert hp.warmup_rounds == 1
+    assert hp.warmup_rounds == 1 and hp.ema_start == "first"
 
 
 def _near_equal_at_init():
@@ -498,6 +498,59 @@ def test_uniform_start(tracking):
     assert int(torch.isnan(state["table"]).sum()) == 4 * 2  # two unknown entries a row
 
 
+# ---------------------------------------------------------------------- EMA start
+
+
+@pytest.mark.parametrize("start", ["all_to_all", "uniform"])
+def test_zero_start_table_is_beta_times_the_first_losses(start):
+    # ema_start zero: L̂ = 0 before any observation, so the start's losses enter as
+    # (1 - β) 0 + β ℓ = 0.3 ℓ and an unknown entry (uniform start) is 0, not NaN
+    e, alg = _alg({"neighbors": 1, "beta": 0.3, "table_start": start, "ema_start": "zero"})
+    state = alg.init()
+    pairs = ([(i, j) for i in range(4) for j in range(4)] if start == "all_to_all"
+             else [(i, i) for i in range(4)])
+    expected = torch.zeros(4, 4, dtype=torch.float64)
+    for (i, j), loss in _mean_losses(e, state["params"], pairs).items():
+        expected[i, j] = 0.3 * loss
+    torch.testing.assert_close(state["table"], expected)
+    torch.testing.assert_close(state["weights"], torch.softmax(-expected, dim=1))
+
+
+def test_zero_start_then_ema_by_hand():
+    # round 2 refreshes the entries of the used models: 0.7 L̂ + 0.3 ℓ (β = 0.3) from
+    # the table after round 1, which itself started at 0.3 ℓ⁰ (all_to_all start)
+    e, alg = _alg({"neighbors": 1, "beta": 0.3, "ema_start": "zero"}, lr=0.5)
+    state = alg.init()
+    table0 = state["table"].clone()
+    state, _ = alg.round(state, 1)
+    params1, table1 = clone(state["params"]), state["table"].clone()
+    assert not torch.equal(table1, table0)  # round 1's refresh moved the used entries
+    nbrs = alg.neighbours(state["weights"], 2)
+    used = [sorted([i, *nbrs[i]]) for i in range(4)]
+    state, _ = alg.round(state, 2)
+    expected = table1.clone()
+    pairs = [(i, j) for i in range(4) for j in used[i]]
+    for (i, j), loss in _mean_losses(e, params1, pairs).items():
+        expected[i, j] = 0.7 * table1[i, j] + 0.3 * loss
+    torch.testing.assert_close(state["table"], expected)
+
+
+@pytest.mark.parametrize("tracking", ["ema", "accumulative"])
+def test_first_start_table_ignores_beta(tracking):
+    # ema_start first (and accumulative tracking, where ema_start does not enter): the
+    # table starts at the losses themselves, whatever β
+    tables = []
+    for beta, ema_start in ((0.1, "first"), (0.9, "first"), (0.1, "zero")):
+        _, alg = _alg({"neighbors": 1, "beta": beta, "loss_tracking": tracking,
+                       "ema_start": ema_start})
+        tables.append(alg.init()["table"])
+    torch.testing.assert_close(tables[0], tables[1])
+    if tracking == "accumulative":
+        torch.testing.assert_close(tables[0], tables[2])
+    else:
+        torch.testing.assert_close(tables[2], 0.1 * tables[0])
+
+
 # ---------------------------------------------------------------------- warm-up
 
 
@@ -596,6 +649,33 @@ def test_warmup_weights_follow_the_groups(seed):
     assert float(w[3, 3]) >= 0.8
     assert float(w[:3, :3].sum(1).min()) >= 0.95
     assert float(weights_at_round(0, 2)[3, 3]) < 0.5
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beta_moves_the_default_weights_after_the_table_starts(seed):
+    # Fig. 7: a bigger β changes the weights more in early training. Under the defaults
+    # (one warm-up round, all-to-all table, EMA from the first loss) the table at the
+    # end of round 1 holds the warmed models' losses whatever β; round 2 re-reads the
+    # same models (no change); from round 3 each refresh moves L̂ by β (ℓ - L̂), so the
+    # weights' total variation over rounds 2-4 is several times larger with β = 0.9
+    # (6-10 times over these seeds) than with β = 0.1, and nonzero with both.
+    def weights(beta):
+        e = make_engine(_three_and_one(seed), seed=seed, lr=5.0, batch_size=8,
+                        local_epochs=5, rounds=4)
+        alg = FedeRiCo(e, parse_hyper(FedeRiCo, {"neighbors": 1, "beta": beta}))
+        state, out = alg.init(), []
+        for r in range(1, 5):
+            state, _ = alg.round(state, r)
+            out.append(state["weights"].clone())
+        return out
+
+    def change(ws):
+        return sum(float(0.5 * (b - a).abs().sum(1).mean()) for a, b in zip(ws[1:], ws[2:],
+                                                                            strict=False))
+
+    small, big = weights(0.1), weights(0.9)
+    torch.testing.assert_close(small[0], big[0], rtol=0, atol=0)  # the start ignores β
+    assert 0 < 3 * change(small) < change(big)
 
 
 # ---------------------------------------------------------------------- predict / record

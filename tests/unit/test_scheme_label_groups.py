@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 from _partition_checks import check_partition
 
+from pflrepro.data.partition import from_spec
 from pflrepro.data.schemes.label_groups import LabelGroupsPartitioner, assign_clients
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
@@ -199,3 +200,55 @@ def test_group_with_too_few_samples_for_its_clients(seed, assignment):
 def test_labels_out_of_range():
     with pytest.raises(ValueError, match="labels must lie"):
         LabelGroupsPartitioner(clients=2, groups=2).split(np.arange(20) % 5, 3, 0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_equal_sizes_give_every_client_the_same_rows(seed, assignment):
+    # 40 rows per label; 8 clients in 4 groups of 3/3/2/2 labels (120/120/80/80 rows):
+    # every client gets min_g floor(rows_g / clients_g) rows of its group's labels
+    p = LabelGroupsPartitioner(clients=8, groups=4, assignment=assignment, sizes="equal")
+    frame = p.split(LABELS, 10, seed)
+    check_partition(frame, 8, len(LABELS))
+    label_rng = numpy_generator(seed, SETUP_ROUND, NO_CLIENT, "partition:label_groups:labels")
+    label_sets = np.array_split(label_rng.permutation(10), 4)
+    groups = group_per_client(frame)
+    per = min(40 * len(label_sets[g]) // int((groups == g).sum()) for g in range(4))
+    assert (frame.groupby("client").size() == per).all()
+    held = client_labels(frame, LABELS)
+    for c in range(8):  # labels stay within the client's group
+        assert held[c] <= set(label_sets[groups[c]].tolist())
+    by = LabelGroupsPartitioner(clients=8, groups=4, assignment=assignment).split(LABELS, 10,
+                                                                                 seed)
+    np.testing.assert_array_equal(group_per_client(by), groups)  # same assignment
+
+
+def test_equal_sizes_by_hand():
+    # 2 groups of 5 labels (200 rows each); balanced: 4 clients each -> 50 rows, all used.
+    # 3 clients, 2 groups (one group has 2 clients, the other 1): by_group gives 100/100
+    # and 200; equal gives min(200 // 2, 200 // 1) = 100 to each
+    eq = LabelGroupsPartitioner(clients=3, groups=2, sizes="equal").split(LABELS, 10, 0)
+    by = LabelGroupsPartitioner(clients=3, groups=2).split(LABELS, 10, 0)
+    assert sorted(by.groupby("client").size().tolist()) == [100, 100, 200]
+    assert eq.groupby("client").size().tolist() == [100, 100, 100]
+    # the lone client's 100 rows are a subset of what by_group gives it
+    lone = int(np.flatnonzero(np.bincount(group_per_client(eq)) == 1)[0])
+    lone_client = int(np.flatnonzero(group_per_client(eq) == lone)[0])
+    assert set(eq[eq.client == lone_client]["index"]) <= set(by[by.client == lone_client]["index"])
+
+
+def test_sizes_default_is_by_group_and_bad_values_are_rejected():
+    assert LabelGroupsPartitioner(clients=8, groups=4).sizes == "by_group"
+    with pytest.raises(ValueError, match="sizes"):
+        LabelGroupsPartitioner(clients=8, groups=4, sizes="same")
+    with pytest.raises(ValueError, match="alpha 0"):
+        LabelGroupsPartitioner(clients=8, groups=4, sizes="equal", alpha=0.5)
+
+
+def test_sizes_enter_the_id_only_when_equal():
+    by = LabelGroupsPartitioner(clients=8, groups=4)
+    eq = LabelGroupsPartitioner(clients=8, groups=4, sizes="equal")
+    assert by.id.endswith("-alpha0.0-assignmentrandom")
+    assert eq.id == by.id + "-sizesequal"
+    assert "sizes" not in by.spec() and eq.spec()["sizes"] == "equal"
+    assert from_spec(eq.spec()) == eq and from_spec(by.spec()) == by

@@ -32,7 +32,22 @@ shares of a group's samples follow a Dirichlet draw. This scheme implements both
    ``p ~ Dir(alpha)`` over the group's clients (FedEM's variant; sizes become
    unequal, labels stay within the group).
 
-Every sample of a label in some group is used, so the whole data set is used.
+Client sizes, by ``sizes`` (the text does not state them; FedeRiCo Sec. 4 says only
+that "each client samples from one distribution to form its local data"):
+
+* ``"by_group"`` (default): every sample of a label in some group is used, so the whole
+  data set is used and a client's size is its group's samples over its group's
+  clients: sizes follow the random group sizes (CIFAR-10, 2 groups, 8 clients, split
+  seeds 0-4: 3,428 to 24,000 training rows, up to 7 times apart within a split; one
+  client can carry half of the size-weighted metric). This is FedEM's split (Marfoq et
+  al. 2021, whose settings FedeRiCo follows: each cluster's "samples are partitioned
+  across clients", the whole data set divided) with each label group's samples going
+  to its own clients, and it agrees with the text weighting accuracies "by local
+  dataset sizes" (measurements: docs/methods/federico.md).
+* ``"equal"``: every client gets the same number of rows, ``min_g ⌊n_g / m_g⌋`` (n_g
+  samples, m_g clients of group g), a random subset of its group's samples (alpha
+  must be 0); the rest of the data set is left out.
+
 The group column is the client's group id (index of its label run). A group's
 samples must give each of its clients ``MIN_PER_CLIENT``; with ``"random"`` a group
 can get many clients, and a split seed for which one has too few samples fails with
@@ -41,6 +56,7 @@ an error naming the group, its clients and the seed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -54,6 +70,8 @@ from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 MIN_PER_CLIENT = 2
 #: Values of :attr:`LabelGroupsPartitioner.assignment`.
 ASSIGNMENTS = ("random", "balanced")
+#: Values of :attr:`LabelGroupsPartitioner.sizes`.
+SIZES = ("by_group", "equal")
 
 
 def assign_clients(clients: int, groups: int, assignment: str,
@@ -90,6 +108,10 @@ class LabelGroupsPartitioner(Partitioner):
         "groups": "Number of disjoint label groups (data distributions); <= classes, clients.",
         "alpha": "0: equal shares of a group's samples; > 0: Dirichlet(alpha) shares "
                  "over the group's clients (FedEM).",
+        "sizes": "Client sizes: 'by_group' (default; a group's samples divided among its "
+                 "clients, the whole data set used, sizes follow the group sizes as in "
+                 "FedEM's split) or 'equal' (every client min_g floor(n_g / m_g) rows of "
+                 "its group's samples; alpha 0 only).",
         "assignment": "How clients join groups: 'random' (default; one random client per "
                       "group, the others to uniformly random groups, so group sizes vary "
                       "with the split seed, as in FedeRiCo's figures) or 'balanced' "
@@ -101,6 +123,7 @@ class LabelGroupsPartitioner(Partitioner):
     groups: int
     alpha: float = 0.0
     assignment: str = "random"
+    sizes: str = "by_group"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -115,6 +138,29 @@ class LabelGroupsPartitioner(Partitioner):
         if self.assignment not in ASSIGNMENTS:
             raise ValueError(f"label_groups: assignment must be one of {list(ASSIGNMENTS)}, "
                              f"got {self.assignment!r}")
+        if self.sizes not in SIZES:
+            raise ValueError(f"label_groups: sizes must be one of {list(SIZES)}, "
+                             f"got {self.sizes!r}")
+        if self.sizes == "equal" and self.alpha != 0.0:
+            raise ValueError("label_groups: sizes 'equal' needs alpha 0 (Dirichlet shares "
+                             "are unequal by design)")
+
+    @functools.cached_property
+    def id(self) -> str:
+        """The base id without ``-sizesby_group``; ``equal`` ends in ``-sizesequal``.
+
+        The default adds nothing, so a ``by_group`` partition has the id (and the stored
+        results) of a config that does not name ``sizes``.
+        """
+        base: str = Partitioner.id.func(self)  # type: ignore[attr-defined]
+        return base.replace("-sizesby_group", "")
+
+    def spec(self) -> dict:
+        """The base spec, ``sizes`` left out at its default (as :attr:`id`)."""
+        out = super().spec()
+        if self.sizes == "by_group":
+            del out["sizes"]
+        return out
 
     def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
                extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
@@ -130,9 +176,11 @@ class LabelGroupsPartitioner(Partitioner):
         client_group = assign_clients(self.clients, self.groups, self.assignment, client_rng)
 
         indices: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * self.clients
-        for g, label_set in enumerate(label_sets):
+        pools = [np.flatnonzero(np.isin(labels, label_set)) for label_set in label_sets]
+        per_client = min(len(pool) // max(1, int((client_group == g).sum()))
+                         for g, pool in enumerate(pools))
+        for g, (label_set, pool) in enumerate(zip(label_sets, pools, strict=True)):
             members = np.flatnonzero(client_group == g)
-            pool = np.flatnonzero(np.isin(labels, label_set))
             if len(pool) < MIN_PER_CLIENT * len(members):
                 raise ValueError(
                     f"label_groups: group {g} (labels {sorted(label_set.tolist())}) has "
@@ -142,6 +190,8 @@ class LabelGroupsPartitioner(Partitioner):
                     f"or groups, or assignment 'balanced'")
             rng = numpy_generator(seed, SETUP_ROUND, g, "partition:label_groups:samples")
             pool = rng.permutation(pool)
+            if self.sizes == "equal":
+                pool = pool[:per_client * len(members)]
             sizes = self._sizes(len(pool), len(members), rng)
             for client, part in zip(members, np.split(pool, np.cumsum(sizes)[:-1]), strict=True):
                 indices[client] = np.sort(part)
