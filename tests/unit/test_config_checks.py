@@ -19,7 +19,7 @@ def test_an_unknown_key_names_its_file_and_line(tmp_path: Path) -> None:
     mine = tmp_path / "my.yaml"
     mine.write_text("# my overrides\ntraining:\n  lr: 0.1\n  roundz: 5\n")
     with pytest.raises(ConfigError, match=rf"^{mine}:4: unknown key 'roundz' at training; "
-                                          r"known: "):
+                                          r"did you mean 'rounds'\?; known: "):
         check_config_paths([TINY, mine], build_schema())
 
 

@@ -45,8 +45,8 @@ def cpu_scale(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/federico_table1_cpu.csv")
-    methods = {"fedavg", "fedavg_plus", "local", "clustered_fl", "fedem", "fedfomo",
-               "federico", "federico_literal", "ditto"}
+    methods = {"fedavg", "fedavg_plus", "local", "clustered_fl_fedem", "clustered_fl", "fedem",
+               "fedfomo", "federico", "federico_literal", "ditto"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"federico_table1_cpu_fashion",
                                         "federico_table1_cpu_digits"}
@@ -144,15 +144,15 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
 
 def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table1_cpu_both.csv")
-    methods = {"local", "fedavg", "fedprox", "scaffold", "feddf", "per_fedavg", "fedfomo_m5",
-               "ditto", "hypcluster", "perfedckt_c1", "perfedckt_c2", "perfedckt",
-               "perfedckt_c4", "perfedckt_c5"}
+    methods = {"majority", "local", "fedavg", "fedprox", "scaffold", "feddf", "per_fedavg",
+               "fedfomo_m5", "ditto", "hypcluster", "perfedckt_c1", "perfedckt_c2",
+               "perfedckt", "perfedckt_c4", "perfedckt_c5"}
     assert set(table["method"]) == methods
     assert set(table["experiment"]) == {"perfedckt_table1_cpu", "perfedckt_table1_c15_cpu"}
     for experiment, clients in (("perfedckt_table1_cpu", 5), ("perfedckt_table1_c15_cpu", 8)):
         comm = pd.read_csv(cpu_scale / f"results/tables/{experiment}-communication.csv")
         total = comm.set_index("method")["total"]
-        assert total["local"] == 0
+        assert total["local"] == 0 and total["majority"] == 0
         # soft decisions on 500 public images x 10 classes instead of a 50,890-parameter MLP
         assert total["perfedckt"] < total["fedavg"] / 3
         up = comm.set_index("method")["up_per_client_round"]
@@ -161,8 +161,8 @@ def test_perfedckt_table1_at_cpu_scale(cpu_scale: Path) -> None:
 
 def test_perfedckt_table2_heterogeneous_at_cpu_scale(cpu_scale: Path) -> None:
     table = pd.read_csv(cpu_scale / "results/tables/perfedckt_table2_cpu_both.csv")
-    assert set(table["method"]) == {"feddf", "perfedckt_c1", "perfedckt_c2", "perfedckt",
-                                    "perfedckt_c4", "perfedckt_c5"}
+    assert set(table["method"]) == {"majority", "feddf", "perfedckt_c1", "perfedckt_c2",
+                                    "perfedckt", "perfedckt_c4", "perfedckt_c5"}
     runs = pd.read_parquet(cpu_scale / "results/aggregate/perfedckt_table2_cpu.parquet")
     # one split's run (the architectures follow each split's data sizes)
     first = runs[(runs["method"] == "feddf") & (runs["round"] == 0) & (runs["split_seed"] == 0)]
@@ -195,3 +195,52 @@ def test_fedmix_table_at_cpu_scale(cpu_scale: Path) -> None:
     total = comm.set_index("method")["total"]
     assert total["fedmix_k1"] == total["fedavg"]
     assert total["fedavg"] < total["fedmix"] < 5 * total["fedavg"]
+
+
+#: The CPU-scale tables each paper's README headline quotes.
+HEADLINE_TABLES = {
+    "FedeRiCo": ["federico_table1_cpu"],
+    "FedAMP": ["fedamp_table_iid_cpu", "fedamp_table_pathological_cpu",
+               "fedamp_table_practical_cpu"],
+    "PerFed-CKT": ["perfedckt_table1_cpu_both", "perfedckt_table2_cpu_both"],
+    "FedMix": ["fedmix_table_cpu"],
+}
+
+
+def _readme_headlines() -> dict[str, tuple[str, str]]:
+    """The README's CPU-scale rows: paper -> (headline cell, claims-count cell)."""
+    rows = {}
+    for line in (REPO / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in HEADLINE_TABLES:
+            rows[cells[0]] = (cells[1], cells[2])
+    assert set(rows) == set(HEADLINE_TABLES), rows
+    return rows
+
+
+def test_the_readme_headlines_are_the_built_tables(cpu_scale: Path) -> None:
+    import re
+
+    from pflrepro.reporting.claims.parse import BASES
+
+    claims = pd.read_csv(cpu_scale / "results/tables/claims_cpu.csv", keep_default_na=False)
+    for paper, (headline, counts) in _readme_headlines().items():
+        # every accuracy the headline quotes (one decimal) is a number of its tables
+        values = set()
+        for name in HEADLINE_TABLES[paper]:
+            table = pd.read_csv(cpu_scale / f"results/tables/{name}.csv")
+            for column in table.select_dtypes("number").columns:
+                values |= {f"{v:.1f}" for v in table[column].dropna()}
+        quoted = re.findall(r"(?<![\d.])\d{2,3}\.\d(?![\d.])", headline)
+        assert quoted, (paper, headline)
+        assert set(quoted) <= values, (paper, sorted(set(quoted) - values))
+        # the claims counts are the built claims table's summary
+        mine = claims[claims["paper"] == paper]
+        independent = mine[mine["basis"] == "independent"]
+        verdicts = [int((independent["verdict"] == v).sum())
+                    for v in ("holds", "fails", "inconclusive", "undecidable", "missing")]
+        apart = [int((mine["basis"] == b).sum()) for b in BASES if b != "independent"]
+        expected = (" / ".join(map(str, verdicts))
+                    + f" (+ {', '.join(map(str, apart))})")
+        assert counts == expected, (paper, counts, expected)
+        assert not (independent["verdict"] == "incomplete").any(), paper

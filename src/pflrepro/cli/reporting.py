@@ -84,7 +84,10 @@ def _labels(text: str | None) -> tuple[dict[str, str], dict[str, str]]:
 
 def _labels_json(text: str | None) -> dict[str, dict[str, str]]:
     """The workflow's ``--labels`` JSON: partitions, experiments and methods by id."""
-    raw = json.loads(text) if text else {}
+    try:
+        raw = json.loads(text) if text else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--labels: not JSON ({err})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"--labels: a JSON object is expected, got {type(raw).__name__}")
     unknown = set(raw) - {"partitions", "experiments", "methods", "groups"}

@@ -62,8 +62,10 @@ def setting_values(exp: ExperimentConfig, cfg: WorkflowConfig) -> dict[str, str]
         "samples": _distinct([_fields(p, SAMPLE_FIELDS, True) for p in parts]),
         "partition": _distinct([f"{p.scheme}: {_fields(p, SAMPLE_FIELDS + OWN_FIELDS, False)}"
                                 for p in parts]),
-        "test": _distinct([f"each client's own rows, {p.test_fraction:g} held out"
-                           for p in parts]),
+        "test": _distinct([(f"each client's own rows, {p.test_fraction:g} held out"
+                            if t.eval_test == "own" else
+                            f"every client's held-out rows ({p.test_fraction:g} of each), "
+                            f"the same for all (eval_test global)") for p in parts]),
         "metric": _distinct([f"{tab.metric} ({METRIC_TEXT.get(tab.metric, tab.metric)})"
                              for tab in tables]) if tables else "figures only (no table)",
         "model": model,
@@ -74,7 +76,9 @@ def setting_values(exp: ExperimentConfig, cfg: WorkflowConfig) -> dict[str, str]
                          else str(t.local_epochs)),
         "rounds": str(t.rounds),
         "participation": ("every client every round" if t.client_fraction >= 1
-                          else f"client_fraction {t.client_fraction:g}"),
+                          else f"client_fraction {t.client_fraction:g}"
+                          + ("" if t.client_selection == "uniform"
+                             else f", {t.client_selection} selection")),
     }
 
 
