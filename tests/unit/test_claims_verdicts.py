@@ -23,6 +23,16 @@ def _runs(*pairs: tuple[str, float], **kw: Any) -> pd.DataFrame:
     return pd.concat([final_run(m, v, **kw) for m, v in pairs], ignore_index=True)
 
 
+def _two_pairs() -> pd.DataFrame:
+    """Two seed pairs: federico - local = 0 (90 vs 90) and -4 (80 vs 84)."""
+    seeds = ((0, 0), (1, 1))
+    return pd.concat([final_run("federico", f, split_seed=s, train_seed=t)
+                      for f, (s, t) in zip((0.9, 0.8), seeds, strict=True)]
+                     + [final_run("local", f, split_seed=s, train_seed=t)
+                        for f, (s, t) in zip((0.9, 0.84), seeds, strict=True)],
+                     ignore_index=True)
+
+
 # --------------------------------------------------------------------------- item 1: ties
 def test_zero_width_interval_at_the_threshold_is_a_tie_not_a_failure() -> None:
     # federico 90 = local 90 in every run: margin 0, interval [0, 0]. A strict '<' is
@@ -41,12 +51,7 @@ def test_fails_only_when_the_whole_interval_is_below_the_threshold() -> None:
     # two seed pairs: federico - local = 0 (90 vs 90) and -4 (80 vs 84). Resampled means
     # 0 (p 1/4), -2 (1/2), -4 (1/4): interval [-4, 0]. Its top is at the threshold, so a
     # strict '>' is not refuted: inconclusive (it used to fail)
-    seeds = ((0, 0), (1, 1))
-    agg = pd.concat([final_run("federico", f, split_seed=s, train_seed=t)
-                     for f, (s, t) in zip((0.9, 0.8), seeds, strict=True)]
-                    + [final_run("local", f, split_seed=s, train_seed=t)
-                       for f, (s, t) in zip((0.9, 0.84), seeds, strict=True)],
-                    ignore_index=True)
+    agg = _two_pairs()
     frame = evaluate(agg, COMPARE, k=1)
     assert one(frame) == ("inconclusive", pytest.approx(-2.0))
     assert (frame["ci_low"].iloc[0], frame["ci_high"].iloc[0]) == (pytest.approx(-4.0), 0.0)
@@ -232,11 +237,6 @@ def test_an_inconclusive_row_says_how_many_seed_pairs_would_decide_it() -> None:
     assert "about 4 seed pairs" in pairs_needed(1.0, -0.01, 2.01, 3)
     assert "no number of seed pairs" in pairs_needed(0.0, -1.0, 1.0, 3)
     # and the reason of a real inconclusive row carries it
-    seeds = ((0, 0), (1, 1))
-    agg = pd.concat([final_run("federico", f, split_seed=s, train_seed=t)
-                     for f, (s, t) in zip((0.9, 0.8), seeds, strict=True)]
-                    + [final_run("local", f, split_seed=s, train_seed=t)
-                       for f, (s, t) in zip((0.9, 0.84), seeds, strict=True)],
-                    ignore_index=True)
+    agg = _two_pairs()
     frame = evaluate(agg, COMPARE, k=1)
     assert "seed pairs would decide it (n = 2)" in frame["numbers"].iloc[0]
