@@ -105,9 +105,9 @@ def test_every_pflrepro_command_of_the_readme_runs(project: Path) -> None:
     expanded = []
     for command in commands:
         expanded.append(command)
-        if command == "pflrepro list":  # its four details, named beside it
+        if command == "pflrepro list":  # its five details, named beside it
             expanded += [f"pflrepro list {what}" for what in
-                         ("methods", "datasets", "partitions", "hyperparameters")]
+                         ("methods", "datasets", "partitions", "hyperparameters", "settings")]
     (project / "results").mkdir(exist_ok=True)
     for command in expanded:
         proc = _pflrepro(project, command)
