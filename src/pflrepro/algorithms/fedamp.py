@@ -66,7 +66,7 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,9 +77,6 @@ from pflrepro.store.results import MODEL_DISTANCE, WEIGHT, MetricLog
 from pflrepro.training.optim import Params
 from pflrepro.training.params import take
 from pflrepro.training.terms import GradTerm, Proximal
-
-if TYPE_CHECKING:  # the engine imports the algorithms package: no runtime import here
-    pass
 
 #: How FedAMP / HeurFedAMP clients start: one seeded model copied to every client (the
 #: reference implementations), or a model of its own per client (our former default).

@@ -44,7 +44,6 @@ PAPER_TOKENS: Mapping[str, str] = {"federico": "FedeRiCo", "fedamp": "FedAMP",
 OTHER = "Other experiments"
 CLAIMS_CATEGORY = "Claims"
 COST_CATEGORY = "Cost"
-PARTITIONS_CATEGORY = "Data partitions"
 #: The paper grid's projections (one table each for the whole grid), by table name.
 PROJECTIONS: Mapping[str, str] = {
     COST_PROJECTION.rsplit("/", 1)[1].removesuffix(".{ext}"):
