@@ -336,13 +336,3 @@ def test_download_limits_reach_prepare_only_where_the_config_sets_them() -> None
     with pytest.raises(ConfigError, match="deadline_s"):
         check(raw, REPO / "workflow/schemas/config.schema.yaml")
 
-
-def test_paper_numbers_are_checked_against_configs_built_on_the_shipped_one(
-        tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text("{}\n")
-    (tmp_path / "config").mkdir()
-    assert W.checks_paper_numbers(["config.yaml"], tmp_path)
-    assert W.checks_paper_numbers([str(tmp_path / "config.yaml"), "config/paper_smoke.yaml"],
-                                  tmp_path)
-    assert not W.checks_paper_numbers(["config/demo.yaml"], tmp_path)  # run alone
-    assert not W.checks_paper_numbers(["my.yaml"], tmp_path)

@@ -23,7 +23,7 @@ from pflrepro.reporting.claims.parse import ClaimsError, design_json, design_of,
 import pflrepro.reporting.report as RP
 import pflrepro.reporting.flops as FL
 from pflrepro.reporting.names import method_name
-from pflrepro.reporting.paper import PaperNumbersError, check_against_config, load_paper_numbers
+from pflrepro.reporting.paper import PaperNumbersError, load_paper_numbers
 
 min_version("9.0")
 
@@ -252,8 +252,6 @@ def claims_design(wildcards):
 PAPER_NUMBERS_FILE = os.path.join(workflow.basedir, W.PAPER_NUMBERS_FILE)
 try:
     PAPER_CELLS = load_paper_numbers(PAPER_NUMBERS_FILE)
-    if W.checks_paper_numbers(CONFIG_FILES, workflow.basedir):
-        check_against_config(PAPER_CELLS, CFG)
 except PaperNumbersError as err:
     raise WorkflowError(f"Invalid paper numbers file: {err}") from None
 PAPER_TABLES = W.paper_tables(CFG, PAPER_CELLS)

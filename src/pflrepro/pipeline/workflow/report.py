@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -74,19 +73,6 @@ REPORT_CAPTION = "../report/{kind}.rst"
 REPORT_TABLE = "results/report/{name}.html"
 REPORT_TABLE_SOURCE = "results/tables/{name}.md"
 _TABLE_MD = re.compile(r"^results/tables/([^/]+)\.md$")
-
-
-def checks_paper_numbers(config_files: Sequence[str | os.PathLike[str]],
-                         basedir: str | os.PathLike[str]) -> bool:
-    """Whether the papers' numbers are checked against this config before any job.
-
-    They name the shipped config's experiments and methods, so a config built on the
-    shipped ``config.yaml`` (an overlay merged over it, or an edited copy) must keep
-    every name a row uses; a researcher's own config run alone
-    (``--replace-workflow-config``) tables only the rows whose experiments it has.
-    """
-    shipped = os.path.realpath(os.path.join(basedir, "config.yaml"))
-    return any(os.path.realpath(os.path.join(basedir, f)) == shipped for f in config_files)
 
 
 def paper_tables(cfg: WorkflowConfig, cells: Sequence[PaperCell]) -> dict[str, str]:
