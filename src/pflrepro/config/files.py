@@ -167,6 +167,7 @@ def merge_note(loaded: Sequence[str | Path], given: Sequence[str | Path],
     new = [f for f in cli if (names := experiments(f)) and not names & base]
     if not new or len(new) != len(cli):
         return ""
+
     def shown(path: str) -> str:  # relative to the working directory where inside it
         rel = os.path.relpath(path)
         return path if rel.startswith("..") else rel

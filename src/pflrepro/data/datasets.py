@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pflrepro.data.download import RemoteFile
+from pflrepro.data.download import RemoteFile, tofu_record
 from pflrepro.data.store import DatasetMeta
 from pflrepro.store.scan import ScannedRegistry
 
@@ -107,9 +107,7 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
             raise
         from pflrepro.data.rawfiles import ArchiveMissingError
 
-        raise ArchiveMissingError(
-            f"{name}: {err}; {aside}: it was recorded on first use but does not prepare, so "
-            f"the next run fetches it again from the mirrors, or asks for a good copy") from err
+        raise ArchiveMissingError(f"{name}: {err}; {aside}") from err
     except DownloadError as err:
         if type(err) is not DownloadError:  # checksum, damaged archive: they say their fix
             raise
@@ -122,9 +120,9 @@ def prepare_dataset(name: str, out_dir: str | Path, raw_dir: str | Path,
 
 
 def _first_use_records(raw_dir: Path, source: DatasetSource) -> set[str]:
-    """Names of the first-use hash records of ``source``'s files present in ``raw_dir``."""
+    """Names of ``source``'s first-use files whose hash record is in ``raw_dir``."""
     return {f.name for f in source.files
-            if f.trust_on_first_use and (raw_dir / f"{f.name}.sha256").is_file()}
+            if f.trust_on_first_use and tofu_record(raw_dir, f).is_file()}
 
 
 def _set_aside_new_records(raw_dir: Path, source: DatasetSource, before: set[str]) -> str:
@@ -132,13 +130,18 @@ def _set_aside_new_records(raw_dir: Path, source: DatasetSource, before: set[str
 
     Returns what was set aside, in words ("" when nothing was).
     """
+    from pflrepro.data.rawfiles import set_aside_archive
     from pflrepro.store.damage import set_aside
 
     moved = []
-    for name in sorted(_first_use_records(raw_dir, source) - before):
-        record = set_aside(raw_dir / f"{name}.sha256")
-        archive = raw_dir / name
-        kept = set_aside(archive).name if archive.is_file() else None
-        moved.append(f"{name} set aside as {kept} with its recorded hash (as {record.name})"
-                     if kept else f"the recorded hash of {name} set aside as {record.name}")
+    for f in source.files:
+        record, archive = tofu_record(raw_dir, f), raw_dir / f.name
+        if f.name in before or not f.trust_on_first_use or not record.is_file():
+            continue
+        if archive.is_file():
+            moved.append(f"{f.name}, recorded on first use but not preparing, is "
+                         f"{set_aside_archive(archive, raw_dir)}")
+        else:
+            moved.append(f"the recorded hash of {f.name} set aside as "
+                         f"{set_aside(record).name}")
     return "; ".join(moved)

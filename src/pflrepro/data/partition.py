@@ -95,6 +95,10 @@ class Partitioner(ABC):
     #: Integer fields that count labels (label groups, classes per client): the config
     #: check rejects a value above the data set's number of labels before any job.
     label_bounded: ClassVar[tuple[str, ...]] = ()
+    #: Fields added after results were stored, left out of :attr:`id` and :meth:`spec`
+    #: at their default (field -> default), so that a partition that does not set them
+    #: keeps the id and the stored results it had before the field existed.
+    omitted_at_default: ClassVar[Mapping[str, Any]] = {}
 
     clients: int
     test_fraction: float = 0.2
@@ -128,8 +132,13 @@ class Partitioner(ABC):
         parts = [self.scheme]
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            parts.append(f"{f.name}{_fmt(value)}")
+            if not self._omitted(f.name, value):
+                parts.append(f"{f.name}{_fmt(value)}")
         return "-".join(parts)
+
+    def _omitted(self, name: str, value: Any) -> bool:
+        """Whether field ``name`` at ``value`` is left out (:attr:`omitted_at_default`)."""
+        return name in self.omitted_at_default and value == self.omitted_at_default[name]
 
     def group_names(self) -> tuple[str, ...]:
         """A reader's name of each group id (distribution) it makes; ``()``: ids only.
@@ -141,7 +150,8 @@ class Partitioner(ABC):
 
     def spec(self) -> dict[str, Any]:
         """The config mapping that rebuilds this partitioner."""
-        return {"scheme": self.scheme, **dataclasses.asdict(self)}
+        return {"scheme": self.scheme, **{k: v for k, v in dataclasses.asdict(self).items()
+                                          if not self._omitted(k, v)}}
 
     def subsample(self, n: int, seed: int) -> np.ndarray | None:
         """Sorted rows of a seeded uniform subset of ``max_samples`` rows (None: all).

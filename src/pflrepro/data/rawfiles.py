@@ -58,11 +58,11 @@ def extracted(archive: Path, raw_dir: Path, members: Sequence[str] | None = None
         except (*ARCHIVE_ERRORS, UnsafeArchiveError) as exc:
             why = (str(exc) if isinstance(exc, UnsafeArchiveError)
                    else f"{archive} does not read to its end ({type(exc).__name__}: {exc})")
-            raise ArchiveMissingError(f"{why}; {_set_aside_archive(archive, raw_dir)}") from exc
+            raise ArchiveMissingError(f"{why}; {set_aside_archive(archive, raw_dir)}") from exc
     return target
 
 
-def _set_aside_archive(archive: Path, raw_dir: Path) -> str:
+def set_aside_archive(archive: Path, raw_dir: Path) -> str:
     """Set a refused archive and its first-use record aside; say what happens next.
 
     A refused archive is never kept where the next run would verify it again: with its

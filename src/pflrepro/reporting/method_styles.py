@@ -149,9 +149,9 @@ def method_styles(methods: Sequence[str]) -> dict[str, MethodStyle]:
     Only where a figure's curves begin their markers follows the position in ``methods``
     (staggered, so curves on top of each other show every marker).
     """
-    colours = _palette()
+    colours = method_palette(PALETTE_SIZE)
     slots = method_slots(methods)
-    return {m: MethodStyle(colour=colours[slots[m] % len(colours)],
+    return {m: MethodStyle(colour=colours[slots[m]],
                            linestyle=LINE_STYLES[slots[m] % len(LINE_STYLES)],
                            marker=MARKERS[slots[m] % len(MARKERS)], marker_start=i)
             for i, m in enumerate(methods)}

@@ -90,9 +90,13 @@ def group_name(group: int, partitions: Iterable[str], unknown: str = "unknown") 
     if group < 0:
         return unknown
     known = _GROUPS.get() or {}
-    names = {tuple(known.get(p, ()))[group] if group < len(known.get(p, ())) else None
-             for p in partitions}
-    (name,) = names if len(names) == 1 else (None,)
+
+    def own(partition: str) -> str | None:  # the partition's name for the group, if any
+        names = known.get(partition, ())
+        return names[group] if group < len(names) else None
+
+    found = {own(p) for p in partitions}
+    name = found.pop() if len(found) == 1 else None
     return name or f"distribution {group}"
 
 

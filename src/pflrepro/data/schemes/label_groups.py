@@ -56,7 +56,6 @@ an error naming the group, its clients and the seed.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -119,6 +118,9 @@ class LabelGroupsPartitioner(Partitioner):
     }
 
     label_bounded: ClassVar[tuple[str, ...]] = ("groups",)
+    #: ``sizes`` at its default adds nothing to the id: a ``by_group`` partition keeps
+    #: the id (and the stored results) of a config that does not name it.
+    omitted_at_default: ClassVar[Mapping[str, str]] = {"sizes": "by_group"}
 
     groups: int
     alpha: float = 0.0
@@ -144,23 +146,6 @@ class LabelGroupsPartitioner(Partitioner):
         if self.sizes == "equal" and self.alpha != 0.0:
             raise ValueError("label_groups: sizes 'equal' needs alpha 0 (Dirichlet shares "
                              "are unequal by design)")
-
-    @functools.cached_property
-    def id(self) -> str:
-        """The base id without ``-sizesby_group``; ``equal`` ends in ``-sizesequal``.
-
-        The default adds nothing, so a ``by_group`` partition has the id (and the stored
-        results) of a config that does not name ``sizes``.
-        """
-        base: str = Partitioner.id.func(self)  # type: ignore[attr-defined]
-        return base.replace("-sizesby_group", "")
-
-    def spec(self) -> dict:
-        """The base spec, ``sizes`` left out at its default (as :attr:`id`)."""
-        out = super().spec()
-        if self.sizes == "by_group":
-            del out["sizes"]
-        return out
 
     def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
                extras: Mapping[str, np.ndarray] | None = None) -> Assignment:
