@@ -1,5 +1,5 @@
 # pflrepro: raw data -> partitions -> training runs -> aggregates -> tables and figures.
-# Thin entry point: config, validation (in common.smk), one rule file per stage, `all`.
+# Thin entry point: config, checks and P, the rules' adapter (common.smk); stages; `all`.
 # Run:  snakemake --profile profiles/demo   (bundled digits, minutes on 2 cores)
 #       snakemake --cores N                 (config.yaml: paper-scale experiments)
 
@@ -59,5 +59,5 @@ onsuccess:
 rule all:
     localrule: True
     input:
-        all_input,
+        P.all_input,
     default_target: True

@@ -109,8 +109,8 @@ def round_batched(engine: Any, start: dict, opt: dict, rnd: int, chunk: int | No
     from pflrepro.training import local_training as LT
 
     k_all = engine.num_clients
-    params, opt, losses = LT.train(engine, stack(start, k_all), opt, list(range(k_all)), rnd,
-                                   steps=steps, path=LT.VMAP, chunk=chunk)
+    params, opt, losses = LT.train(engine.context, stack(start, k_all), opt, list(range(k_all)),
+                                   rnd, steps=steps, path=LT.VMAP, chunk=chunk)
     return params, opt, losses.tolist()
 
 

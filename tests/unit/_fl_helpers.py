@@ -21,6 +21,19 @@ from pflrepro.training.settings import TrainingConfig
 CPU = torch.device("cpu")
 W, B = "net.1.weight", "net.1.bias"
 
+#: Small models (their ``training`` settings and input shape) and optimisers for the tests
+#: that compare the two local-training paths on every combination.
+MODELS: dict[str, dict[str, Any]] = {
+    "mlp": {"model": "mlp", "model_options": {"hidden": [6]}, "shape": (1, 4, 4)},
+    "cnn": {"model": "cnn", "model_options": {"channels": [2, 3], "hidden": 8,
+                                              "kernel_size": 3}, "shape": (2, 8, 8)},
+}
+OPTIMISERS: dict[str, dict[str, Any]] = {
+    "sgd": {"optimizer": "sgd", "lr": 0.1},
+    "momentum": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9},
+    "adam": {"optimizer": "adam", "lr": 0.01},
+}
+
 
 def make_data(n_train: Sequence[int] = (4, 2, 3), n_test: Sequence[int] = (2, 1, 2),
               shape: tuple[int, int, int] = (1, 1, 2), num_classes: int = 2, seed: int = 0,

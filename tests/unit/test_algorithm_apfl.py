@@ -5,19 +5,37 @@ import io
 import pytest
 import torch
 import torch.nn.functional as F
-from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, manual_loss_and_grad
+from _objective_helpers import (
+    MODELS,
+    OPTIMISERS,
+    both_paths,
+    engine_for,
+    rows_of,
+    train,
+)
 
 from pflrepro.algorithms import ALGORITHMS
-from pflrepro.algorithms.apfl import ALPHA, APFL, APFLHyper, mix
+from pflrepro.algorithms.apfl import (
+    ALPHA,
+    ALPHA_KEY,
+    APFL,
+    APFLHyper,
+    MixedPair,
+    join_pair,
+    join_pair_states,
+    mix,
+    split_pair,
+    split_pair_states,
+)
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.store import results as R
+from pflrepro.training import local_training as LT
 from pflrepro.training.params import take
 
-
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, APFL(e, parse_hyper(APFL, params or {}))
+_alg = algorithm_factory(APFL)
 
 
 def _two_models(e):
@@ -205,3 +223,68 @@ def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
     assert not torch.equal(out["loop"]["alpha"], torch.full((3,), 0.5, dtype=torch.float64))
     for key in ("global", "personal"):
         assert_params_close(out["vmap"][key], out["loop"][key], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------ the objective: MixedPair
+def _pair_start(e, alpha):
+    """w from the shared start, v from each client's own init; α per client."""
+    shared, own = e.client_init(shared=True), e.client_init()
+    params = join_pair(shared["params"], own["params"])
+    opt = join_pair_states(shared["opt"], own["opt"], torch.tensor(alpha, dtype=torch.float64))
+    return params, opt
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_mixed_pair_vmap_equals_loop(model, opt, adaptive):
+    e = engine_for(model, opt)
+    params, state = _pair_start(e, [0.5, 0.2, 0.9, 0.0, 1.0])
+    looped = both_paths(e, params, state, MixedPair(lr=0.5, adaptive=adaptive), chunk=3)
+    alpha = looped[1][ALPHA_KEY]
+    if adaptive:  # α moved (and stayed in [0, 1])
+        assert not torch.equal(alpha, state[ALPHA_KEY])
+        assert bool(((alpha >= 0) & (alpha <= 1)).all())
+    else:
+        assert torch.equal(alpha, state[ALPHA_KEY])
+
+
+def test_mixed_pair_one_sgd_step_by_hand():
+    # w1 = w − lr ∇f(w); v1 = v − lr α ∇f(v̄); α1 = α − η ⟨∇f(v̄), v − w⟩; loss f(v̄)
+    e = engine_for("mlp", "sgd")
+    params, state = _pair_start(e, [0.3] * e.num_clients)
+    k, lr, eta = 3, OPTIMISERS["sgd"]["lr"], 0.25
+    w, v = split_pair(take(params, k))
+    (idx,) = e.minibatches(k, 1, "local", 1)
+    _, g_w = e.loss_and_grad(w, idx)
+    f_bar, g_bar = e.loss_and_grad(mix(v, w, 0.3), idx)
+    g_alpha = sum(float((g_bar[n] * (v[n] - w[n])).sum()) for n in w)
+    for path in LT.PATHS:
+        p1, s1, loss = train(e, rows_of(params, [k]), rows_of(state, [k]), [k], path,
+                             MixedPair(lr=eta), steps=1)
+        w1, v1 = split_pair(take(p1, 0))
+        assert_params_close(w1, {n: w[n] - lr * g_w[n] for n in w}, atol=1e-6, rtol=1e-5)
+        assert_params_close(v1, {n: v[n] - lr * 0.3 * g_bar[n] for n in v}, atol=1e-6,
+                            rtol=1e-5)
+        assert float(s1[ALPHA_KEY][0]) == pytest.approx(0.3 - eta * g_alpha, rel=1e-5)
+        assert loss[0] == pytest.approx(f_bar, rel=1e-5)
+
+
+def test_pair_dicts_round_trip():
+    e = engine_for("mlp", "adam")
+    a, b = e.client_init(shared=True), e.client_init()
+    alpha = torch.linspace(0, 1, e.num_clients, dtype=torch.float64)
+    state = join_pair_states(a["opt"], b["opt"], alpha)
+    assert set(state) == {"step", ALPHA_KEY} | {f"{s}.{p}{n}" for s in ("m", "v")
+                                                for p in ("base.", "mixed.")
+                                                for n in a["params"]}
+    oa, ob, al = split_pair_states(state)
+    for x, y in ((oa, a["opt"]), (ob, b["opt"])):
+        assert set(x) == set(y) and all(torch.equal(x[n], y[n]) for n in y)
+    assert torch.equal(al, alpha)
+    pa, pb = split_pair(join_pair(a["params"], b["params"]))
+    assert all(torch.equal(pa[n], a["params"][n]) and torch.equal(pb[n], b["params"][n])
+               for n in a["params"])
+    bad = {**b["opt"], "step": b["opt"]["step"] + 1}
+    with pytest.raises(ValueError, match="step counts"):
+        join_pair_states(a["opt"], bad, alpha)

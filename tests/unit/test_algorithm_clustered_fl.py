@@ -6,7 +6,8 @@ needs them)."""
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine, manual_sgd
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, make_data, manual_sgd
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.clustered_fl import (
@@ -23,9 +24,7 @@ from pflrepro.training.params import take
 SIX = dict(n_train=(4, 2, 3, 3, 2, 4), n_test=(1,) * 6)
 
 
-def _alg(params=None, data=None, seed=0, **training):
-    e = make_engine(data if data is not None else make_data(**SIX), seed=seed, **training)
-    return e, ClusteredFL(e, parse_hyper(ClusteredFL, params or {}))
+_alg = algorithm_factory(ClusteredFL, sizes=SIX)
 
 
 def _fake_training(e, deltas):

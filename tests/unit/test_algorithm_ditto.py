@@ -2,12 +2,12 @@
 
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
     assert_params_close,
     clone,
-    make_engine,
     manual_loss_and_grad,
     manual_sgd,
 )
@@ -17,10 +17,7 @@ from pflrepro.algorithms.ditto import Ditto
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.training.params import take
 
-
-def _alg(params=None, **training):
-    e = make_engine(**training)
-    return e, Ditto(e, parse_hyper(Ditto, params or {}))
+_alg = algorithm_factory(Ditto)
 
 
 def test_init_personal_models_are_the_global_start():

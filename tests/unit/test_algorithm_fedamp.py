@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, manual_loss_and_grad
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedamp import (
@@ -22,17 +23,14 @@ from pflrepro.algorithms.fedamp import (
 from pflrepro.store import results as R
 from pflrepro.training.params import stack, take
 
-
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, FedAMP(e, parse_hyper(FedAMP, params or {}))
+_alg = algorithm_factory(FedAMP)
 
 
 def _zero_data_grad(e):
-    """Make the engine's data loss flat: only the proximal term moves the model."""
+    """Make the run's data loss flat: only the proximal term moves the model."""
     def loss_and_grad(params, idx, sample_weight=None):
         return 0.0, {k: torch.zeros_like(v) for k, v in params.items()}
-    e.loss_and_grad = loss_and_grad
+    e.context.loss_and_grad = loss_and_grad
 
 
 def _manual_prox_sgd(e, start, u, client, rnd, lr, coef):

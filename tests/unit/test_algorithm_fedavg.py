@@ -3,16 +3,14 @@
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_sgd
 
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.training.params import take, weighted_mean
 
-
-def _alg(**training):
-    e = make_engine(**training)
-    return e, FedAvg(e, parse_hyper(FedAvg, {}))
+_alg = algorithm_factory(FedAvg)
 
 
 def test_init_is_global_model():

@@ -2,16 +2,14 @@
 
 import pytest
 import torch
-from _fl_helpers import assert_params_close, clone, make_engine, manual_sgd
+from _alg_helpers import algorithm_factory
+from _fl_helpers import assert_params_close, clone, manual_sgd
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedavg_plus import FedAvgPlus, FedAvgPlusHyper
 
-
-def _alg(params=None, **training):
-    e = make_engine(**training)
-    return e, FedAvgPlus(e, parse_hyper(FedAvgPlus, params or {}))
+_alg = algorithm_factory(FedAvgPlus)
 
 
 def test_training_identical_to_fedavg():

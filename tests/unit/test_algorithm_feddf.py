@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import B, W, assert_params_close, make_data, make_engine
 
 from pflrepro.algorithms import feddf
@@ -26,9 +27,7 @@ TWO_ARCHS = [{"model": "mlp", "model_options": {"hidden": []}},
              {"model": "mlp", "model_options": {"hidden": [3]}}]
 
 
-def _alg(params=None, **training):
-    e = make_engine(make_data(**SIX), **training)
-    return e, FedDF(e, parse_hyper(FedDF, params or {}))
+_alg = algorithm_factory(FedDF, sizes=SIX)
 
 
 def test_no_server_steps_with_one_architecture_is_fedavg_bit_for_bit():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
@@ -16,11 +17,22 @@ from _fl_helpers import (
     make_engine,
     manual_loss_and_grad,
 )
+from _objective_helpers import (
+    MODELS,
+    OPTIMISERS,
+    assert_same,
+    both_paths,
+    engine_for,
+    rows_of,
+    train,
+)
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
-from pflrepro.algorithms.fedem import FedEM, FedEMHyper
+from pflrepro.algorithms.fedem import FedEM, FedEMHyper, SampleWeighted
 from pflrepro.store import results as R
+from pflrepro.training import local_training as LT
+from pflrepro.training.objective import loss_and_grad
 from pflrepro.training.params import put, take
 
 # default tiny data: train sizes (4, 2, 3); labels row % 2, so the training labels are
@@ -28,9 +40,7 @@ from pflrepro.training.params import put, take
 LABELS = {0: [0, 1, 0, 1], 1: [0, 1], 2: [1, 0, 1]}
 
 
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, FedEM(e, parse_hyper(FedEM, params or {}))
+_alg = algorithm_factory(FedEM)
 
 
 def _hand_state(alg):
@@ -146,10 +156,10 @@ def test_optimiser_state_kept_per_client_and_component():
 
 
 def _shared_purpose(e):
-    """Make the engine's batches ignore the purpose (so FedAvg and FedEM see the same)."""
-    original = e.minibatches
-    e.minibatches = lambda client, rnd, purpose, steps, pool=None: original(
-        client, rnd, "shared", steps, pool)
+    """Make the run's batches ignore the purpose (so FedAvg and FedEM see the same)."""
+    original = e.context.minibatches
+    e.context.minibatches = lambda client, rnd, purpose, steps, pool=None, batch_size=None: (
+        original(client, rnd, "shared", steps, pool, batch_size))
 
 
 @pytest.mark.parametrize("optimizer,lr", [("sgd", 0.3), ("adam", 0.05)])
@@ -298,3 +308,64 @@ def test_trains_through_the_one_path_and_vmap_equals_loop(monkeypatch):
     for n in sl["components"]:
         torch.testing.assert_close(sv["components"][n], sl["components"][n], rtol=1e-5,
                                    atol=1e-6)
+
+
+# ------------------------------------------------------------ the objective: SampleWeighted
+def _row_weights(e, seed=0):
+    """Per client, a weight in [0, 1) for every data row (others' rows get weights too)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(e.num_clients, len(e.data.x), generator=gen)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+def test_sample_weighted_vmap_equals_loop(model, opt):
+    e = engine_for(model, opt)
+    start = e.client_init()
+    looped = both_paths(e, start["params"], start["opt"],
+                        SampleWeighted(_row_weights(e), per_client=True))
+    # the weights matter: the plain mean loss moves the models elsewhere
+    plain = train(e, start["params"], start["opt"], list(range(e.num_clients)), LT.LOOP, None)
+    assert any(not torch.allclose(plain[0][n], looped[0][n]) for n in plain[0])
+
+
+def test_sample_weighted_loss_by_hand_and_zero_weights_freeze_sgd():
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    k = 2
+    w = _row_weights(e)[k]
+    (idx,) = e.minibatches(k, 1, "local", 1)
+    # the loss: Σ_s w_s ℓ_s / |batch|, from per-sample losses computed apart
+    p = take(start["params"], k)
+    each = torch.stack([e.loss_and_grad(p, idx[j:j + 1])[0] * torch.ones(())
+                        for j in range(len(idx))])
+    batch = LT.client_batch(e.context, idx)
+    loss, _ = loss_and_grad(SampleWeighted(w), e.model, p, batch, [], {})
+    assert float(loss) == pytest.approx(float((w[idx] * each).sum() / len(idx)), rel=1e-5)
+    # all-ones weights: the mean loss and gradient
+    mean_loss, mean_grad = e.loss_and_grad(p, idx)
+    ones_loss, ones_grad = loss_and_grad(SampleWeighted(torch.ones(len(e.data.x))), e.model,
+                                         p, batch, [], {})
+    assert float(ones_loss) == pytest.approx(mean_loss, rel=1e-6)
+    assert_params_close(ones_grad, mean_grad, atol=1e-7, rtol=1e-5)
+    # zero weights for client 1 (SGD): no gradient, its model stays where it was
+    weights = _row_weights(e)
+    weights[1] = 0.0
+    for path in LT.PATHS:
+        out = train(e, rows_of(start["params"], [0, 1]), rows_of(start["opt"], [0, 1]),
+                    [0, 1], path, SampleWeighted(weights[:2], per_client=True))
+        assert_params_close(take(out[0], 1), take(start["params"], 1), atol=0, rtol=0)
+        assert out[2][1] == 0.0
+        assert any(not torch.equal(take(out[0], 0)[n], take(start["params"], 0)[n])
+                   for n in start["params"])
+
+
+def test_shared_weights_equal_stacked_weights():
+    e = engine_for("mlp", "adam")
+    start = e.client_init()
+    w = _row_weights(e)[0]
+    clients = list(range(e.num_clients))
+    shared = both_paths(e, start["params"], start["opt"], SampleWeighted(w))
+    stacked = train(e, start["params"], start["opt"], clients, LT.VMAP,
+                    SampleWeighted(w.unsqueeze(0).repeat(e.num_clients, 1), per_client=True))
+    assert_same(shared, stacked)

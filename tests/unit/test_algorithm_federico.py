@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
@@ -15,12 +16,23 @@ from _fl_helpers import (
     make_engine,
     manual_loss_and_grad,
 )
+from _objective_helpers import (
+    MODELS,
+    OPTIMISERS,
+    assert_same,
+    both_paths,
+    engine_for,
+    rows_of,
+    train,
+)
 
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper
+from pflrepro.algorithms.federico import FedeRiCo, FedeRiCoHyper, PeerWeighted
 from pflrepro.algorithms.local import Local
 from pflrepro.data.federated import FederatedData
 from pflrepro.store import results as R
+from pflrepro.training import local_training as LT
+from pflrepro.training.objective import Stream
 from pflrepro.training.params import take
 
 SIZES4 = dict(n_train=(4, 2, 3, 3), n_test=(1, 1, 1, 1))
@@ -30,11 +42,9 @@ FORMER = {"estep_loss": "mean", "mstep": "epoch"}
 LITERAL = {"estep_loss": "sum", "mstep": "step"}
 
 
-def _alg(params=None, data=None, seed=0, **training):
-    """Engine and FedeRiCo; without warm-up unless ``params`` set one (the table then
-    starts before round 1, the setting most tests below check by hand)."""
-    e = make_engine(data if data is not None else make_data(**SIZES4), seed=seed, **training)
-    return e, FedeRiCo(e, parse_hyper(FedeRiCo, {"warmup_rounds": 0, **(params or {})}))
+# Engine and FedeRiCo; without warm-up unless ``params`` set one (the table then
+# starts before round 1, the setting most tests below check by hand).
+_alg = algorithm_factory(FedeRiCo, sizes=SIZES4, defaults={"warmup_rounds": 0})
 
 
 def _distinct_weights(k, seed=0):
@@ -437,13 +447,13 @@ def test_mstep_step_counts(monkeypatch, mstep, steps):
     e, alg = _alg({"neighbors": 1, "mstep": mstep}, data=data, local_epochs=2)
     state = alg.init()
     batch_sizes = []
-    real_grad = e.loss_and_grad
+    real_loss = PeerWeighted.loss
 
-    def sizes(params, idx, *args, **kw):
-        batch_sizes.append(len(idx))
-        return real_grad(params, idx, *args, **kw)
+    def sizes(self, model, params, batch, extra, obj_state):
+        batch_sizes.extend(len(b.idx) for b in extra)  # the users' batches of one step
+        return real_loss(self, model, params, batch, extra, obj_state)
 
-    monkeypatch.setattr(e, "loss_and_grad", sizes)
+    monkeypatch.setattr(PeerWeighted, "loss", sizes)
     nbrs = alg.neighbours(state["weights"], 1)
     users = sum(1 + sum(k in nbrs[i] for i in range(3)) for k in range(3))
     state, _ = alg.round(state, 1)
@@ -726,3 +736,90 @@ def test_parse_hyper_defaults_and_coercion():
 def test_parse_hyper_rejects(bad):
     with pytest.raises(ValueError):
         parse_hyper(FedeRiCo, bad)
+
+
+# ------------------------------------------------------------ the objective: PeerWeighted
+#: Per trained client (5), the users whose streams train its model: 0..4 streams, so
+#: the vectorised pass pads both the streams and (users' sizes 7, 3, 12, 5, 1) batches.
+PEER_USERS = ((0, 1, 2), (1,), (4, 0, 2, 3), (3, 4), ())
+
+
+def _peer_objective(whole=False, seed=0):
+    """Client c's model on the streams of PEER_USERS[c] (purpose ``peer_<c>``)."""
+    gen = torch.Generator().manual_seed(seed)
+    width = max(len(u) for u in PEER_USERS)
+    coef = torch.rand(len(PEER_USERS), width, generator=gen, dtype=torch.float64)
+    for c, users in enumerate(PEER_USERS):
+        coef[c, len(users):] = 0.0
+    streams = tuple(tuple(Stream(f"peer_{c}", client=i, whole=whole) for i in users)
+                    for c, users in enumerate(PEER_USERS))
+    return PeerWeighted(streams, coef)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("whole", [False, True])
+def test_peer_weighted_vmap_equals_loop(model, opt, whole):
+    e = engine_for(model, opt)
+    start = e.client_init()
+    looped = both_paths(e, start["params"], start["opt"], _peer_objective(whole))
+    # client 4 has no stream: zero gradients, its model stays (SGD, momentum, Adam from 0)
+    assert_params_close(take(looped[0], 4), take(start["params"], 4), atol=0, rtol=0)
+    assert looped[2][4] == 0.0
+    # other coefficients move the models of several streams elsewhere (one stream's
+    # coefficient is a scale, which Adam does not see)
+    moved = train(e, start["params"], start["opt"], list(range(e.num_clients)), LT.LOOP,
+                  _peer_objective(whole, seed=1))
+    for c in (0, 2, 3):
+        a, b = take(moved[0], c), take(looped[0], c)
+        assert any(not torch.allclose(a[n], b[n]) for n in a)
+
+
+def test_peer_weighted_one_sgd_step_by_hand():
+    # φ1 = φ − lr (0.25 ∇ mean ℓ(batch of client 1's stream 'a') + 0.75 ∇ mean ℓ(all of
+    # D_2)); reported loss 0.25 ℓ_a + 0.75 ℓ_2; the trained client's own data unused
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    k, lr = 0, OPTIMISERS["sgd"]["lr"]
+    (batch_a,) = e.minibatches(1, 1, "a", 1)
+    rows_2 = e.data.train[2]
+    assert len(batch_a) == 3 and len(rows_2) == 12  # client 1's 3 samples, all of client 2's
+    phi = take(start["params"], k)
+    p = {n: v.clone().requires_grad_(True) for n, v in phi.items()}
+    net = e.net_for(phi)
+    loss_a = torch.nn.functional.cross_entropy(torch.func.functional_call(
+        net, p, (e.data.x[batch_a],)), e.data.y[batch_a])
+    loss_2 = torch.nn.functional.cross_entropy(torch.func.functional_call(
+        net, p, (e.data.x[rows_2],)), e.data.y[rows_2])
+    grads = torch.autograd.grad(0.25 * loss_a + 0.75 * loss_2, list(p.values()))
+    expected = {n: phi[n] - lr * g for n, g in zip(p, grads, strict=True)}
+    objective = PeerWeighted(((Stream("a", client=1), Stream("b", client=2, whole=True)),),
+                             torch.tensor([[0.25, 0.75]], dtype=torch.float64))
+    for path in LT.PATHS:
+        p1, _, loss = train(e, rows_of(start["params"], [k]), rows_of(start["opt"], [k]),
+                            [k], path, objective, steps=1)
+        assert_params_close(take(p1, 0), expected, atol=1e-6, rtol=1e-5)
+        assert loss[0] == pytest.approx(float(0.25 * loss_a.detach() + 0.75 * loss_2.detach()),
+                                        rel=1e-5)
+
+
+def test_peer_weighted_shared_equals_stacked_and_checks():
+    e = engine_for("mlp", "adam")
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    streams = (Stream("x", client=3), Stream("y", client=1))
+    coef = torch.tensor([0.6, 0.4], dtype=torch.float64)
+    shared = PeerWeighted(streams, coef, per_client=False)
+    assert shared.streams == streams and shared.client_streams(4) == streams
+    stacked = PeerWeighted((streams,) * len(clients), coef.expand(len(clients), -1))
+    for path in LT.PATHS:
+        assert_same(train(e, start["params"], start["opt"], clients, path, shared),
+                    train(e, start["params"], start["opt"], clients, path, stacked))
+    with pytest.raises(TypeError, match="client_streams"):
+        _ = stacked.streams
+    with pytest.raises(ValueError, match="coef must be"):
+        PeerWeighted((streams,), torch.zeros(2))
+    with pytest.raises(ValueError, match="1 columns for 2 streams"):
+        PeerWeighted((streams,), torch.zeros(1, 1))
+    with pytest.raises(ValueError, match="coef must be"):
+        PeerWeighted(streams, torch.zeros(2, 2), per_client=False)

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, make_data
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedfomo import FedFomo, fomo_scores, fomo_update, normalise, param_distance
@@ -21,9 +22,7 @@ SIZES = dict(n_train=(5, 5, 5, 5), n_test=(1, 1, 1, 1))
 LEGACY = {"reference": "current", "distance": "l2", "init": "independent"}
 
 
-def _alg(params=None, data=None, seed=0, **training):
-    e = make_engine(data if data is not None else make_data(**SIZES), seed=seed, **training)
-    return e, FedFomo(e, parse_hyper(FedFomo, params or {}))
+_alg = algorithm_factory(FedFomo, sizes=SIZES)
 
 
 def _p(w, b):

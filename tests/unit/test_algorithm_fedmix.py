@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import B, W, clone, make_data, make_engine
 
-from pflrepro.algorithms import ALGORITHMS
+from pflrepro.algorithms import ALGORITHMS, INFOS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
 from pflrepro.algorithms.fedmix import (
@@ -30,9 +31,7 @@ from pflrepro.training.params import take
 COUNTS = [4.0, 5.0]
 
 
-def _alg(params=None, seed=0, workers=1, **training):
-    e = make_engine(seed=seed, workers=workers, **training)
-    return e, FedMix(e, parse_hyper(FedMix, params or {}))
+_alg = algorithm_factory(FedMix)
 
 
 def _equal(a, b):
@@ -48,12 +47,38 @@ def test_registered_and_defaults():
     assert FedMix.records == (GATE_MASS, EXPERT_POSTERIOR)
 
 
-@pytest.mark.parametrize("bad", [{"experts": 0}, {"experts": 1.5}, {"beta": 0.0},
-                                 {"objective": "elbo"}, {"gate": "fixed"},
-                                 {"gate_hidden": -1}])
-def test_parse_hyper_rejects(bad):
-    with pytest.raises(ValueError):
+# each bad value and its one-line message: the declared bounds and choices (parse_hyper),
+# then what only FedMixHyper checks (β > 0 and finite, the rules between fields)
+DECLARED = [({"experts": 0}, "'experts' must be >= 1, got 0"),
+            ({"experts": 1.5}, "'experts' must be int, got 1.5"),
+            ({"gate_hidden": -1}, "'gate_hidden' must be >= 0, got -1"),
+            ({"gate_hidden": True}, "'gate_hidden' must be int, got True"),
+            ({"beta": -1.0}, "'beta' must be >= 0.0, got -1.0"),
+            ({"beta": "1"}, "'beta' must be float, got '1'"),
+            ({"objective": "elbo"}, "'objective' must be one of ['bound', 'marginal'], got 'elbo'"),
+            ({"gate": "fixed"}, "'gate' must be one of ['learned', 'one_hot'], got 'fixed'"),
+            ({"posterior": "class"},
+             "'posterior' must be one of ['label', 'label_shard', 'shard'], got 'class'")]
+OWN = [({"beta": 0.0}, "fedmix: beta must be a finite number > 0, got 0.0"),
+       ({"beta": math.inf}, "fedmix: beta must be a finite number > 0, got inf"),
+       ({"posterior": "shard", "objective": "marginal"},
+        "fedmix: posterior label_shard or shard needs objective bound"),
+       ({"gate": "one_hot"}, "fedmix: gate one_hot needs objective marginal")]
+
+
+@pytest.mark.parametrize(("bad", "message"), DECLARED + OWN)
+def test_parse_hyper_rejects_each_bad_value_in_one_line(bad, message):
+    with pytest.raises(ValueError) as err:
         parse_hyper(FedMix, bad)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("bad", "message"), DECLARED)
+def test_the_config_check_refuses_the_declared_bounds_and_choices(bad, message):
+    """The config reads the declarations from the source (no FedMixHyper): the same lines."""
+    with pytest.raises(ValueError) as err:
+        parse_hyper(INFOS["fedmix"], bad)
+    assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_one_hot_gate_needs_marginal_objective_and_k_equal_s():

@@ -4,7 +4,8 @@ import io
 
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, manual_loss_and_grad
 
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
@@ -16,9 +17,7 @@ from pflrepro.training.terms import Proximal
 SIZES = (4, 2, 3)
 
 
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, FedProx(e, parse_hyper(FedProx, params or {}))
+_alg = algorithm_factory(FedProx)
 
 
 def _manual_prox(start, e, k, rnd, steps, lr, mu):

@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from _fl_helpers import assert_params_close, clone, make_engine, manual_sgd
+from _alg_helpers import algorithm_factory
+from _fl_helpers import assert_params_close, clone, manual_sgd
 
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
@@ -10,10 +11,7 @@ from pflrepro.algorithms.fedavg_plus import FedAvgPlus
 from pflrepro.algorithms.fedprox import FedProx, FedProxBase
 from pflrepro.algorithms.fedprox_ft import FedProxFT, FedProxFTHyper
 
-
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, FedProxFT(e, parse_hyper(FedProxFT, params or {}))
+_alg = algorithm_factory(FedProxFT)
 
 
 def test_registered_and_composed_from_fedprox_and_fedavg_plus():

@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
     assert_params_close,
     clone,
     make_data,
-    make_engine,
     manual_loss_and_grad,
 )
 
@@ -23,10 +23,7 @@ from pflrepro.algorithms.local import Local
 from pflrepro.store import results as R
 from pflrepro.training.params import take
 
-
-def _alg(params=None, seed=0, data=None, **training):
-    e = make_engine(data, seed=seed, **training)
-    return e, HeurFedAMP(e, parse_hyper(HeurFedAMP, params or {}))
+_alg = algorithm_factory(HeurFedAMP)
 
 
 def _by_hand(flat, self_attention, sigma):

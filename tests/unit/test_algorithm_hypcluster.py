@@ -13,7 +13,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import B, W, assert_params_close, clone, make_data, make_engine, manual_sgd
+from _alg_helpers import algorithm_factory
+from _fl_helpers import B, W, assert_params_close, clone, make_data, manual_sgd
 
 from pflrepro.algorithms import clustered_fl
 from pflrepro.algorithms.base import parse_hyper
@@ -23,17 +24,7 @@ from pflrepro.store.results import MetricLog
 from pflrepro.training.communication import Traffic
 from pflrepro.training.params import put, take
 
-
-def _engine(data=None, **training):
-    e = make_engine(data, **training)
-    if not hasattr(e, "traffic"):  # the engine's own counter may not exist yet
-        e.traffic = Traffic(e.num_clients)
-    return e
-
-
-def _alg(params=None, data=None, **training):
-    e = _engine(data, **training)
-    return e, HypCluster(e, parse_hyper(HypCluster, params or {}))
+_alg = algorithm_factory(HypCluster)
 
 
 def _labelled(labels=(0, 1, 0)):

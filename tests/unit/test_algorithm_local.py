@@ -3,17 +3,15 @@
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import W, assert_params_close, clone, make_engine, manual_sgd
+from _alg_helpers import algorithm_factory
+from _fl_helpers import W, assert_params_close, clone, manual_sgd
 
 from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import NoHyper, parse_hyper
 from pflrepro.algorithms.local import Local
 from pflrepro.training.params import take
 
-
-def _alg(**training):
-    e = make_engine(**training)
-    return e, Local(e, parse_hyper(Local, {}))
+_alg = algorithm_factory(Local)
 
 
 def test_registered():

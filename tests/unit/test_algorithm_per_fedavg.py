@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
@@ -12,18 +13,30 @@ from _fl_helpers import (
     make_engine,
     manual_loss_and_grad,
 )
+from _objective_helpers import (
+    MODELS,
+    OPTIMISERS,
+    both_paths,
+    engine_for,
+    rows_of,
+    train,
+)
 
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.algorithms.fedavg import FedAvg
-from pflrepro.algorithms.per_fedavg import HESSIAN, INNER, OUTER, PERSONALISE, PerFedAvg
+from pflrepro.algorithms.per_fedavg import (
+    HESSIAN,
+    INNER,
+    MAML,
+    OUTER,
+    PERSONALISE,
+    PerFedAvg,
+)
+from pflrepro.training import local_training as LT
 from pflrepro.training.communication import Traffic, size
+from pflrepro.training.params import take
 
-
-def _alg(params=None, **training):
-    e = make_engine(**training)
-    if not hasattr(e, "traffic"):
-        e.traffic = Traffic(e.num_clients)
-    return e, PerFedAvg(e, parse_hyper(PerFedAvg, params or {}))
+_alg = algorithm_factory(PerFedAvg)
 
 
 def _manual_hvp(params, x, y, vector):
@@ -120,19 +133,6 @@ def test_server_averages_uniformly_by_default_and_by_size_when_weighted():
     assert not torch.allclose(got["uniform"][W], got["weighted"][W])
     with pytest.raises(ValueError, match="aggregation"):
         parse_hyper(PerFedAvg, {"aggregation": "median"})
-
-
-def test_hessian_vector_product_is_exact():
-    """Against autograd.functional.hvp, and linear in the vector (no finite difference)."""
-    e, alg = _alg()
-    w = e.init_params()
-    idx = e.data.train[0]
-    gen = torch.Generator().manual_seed(3)
-    v = {n: torch.randn(w[n].shape, generator=gen) for n in (W, B)}
-    hv = alg.hessian_vector_product(w, idx, v)
-    assert_params_close(hv, _manual_hvp(w, e.data.x[idx], e.data.y[idx], v))
-    big = alg.hessian_vector_product(w, idx, {n: 1e6 * v[n] for n in (W, B)})
-    assert_params_close(big, {n: 1e6 * hv[n] for n in (W, B)}, rtol=1e-5, atol=1e-3)
 
 
 def test_hf_differs_from_fo_when_alpha_positive():
@@ -262,3 +262,46 @@ def test_trains_through_the_one_path_and_vmap_equals_loop(variant, monkeypatch):
     assert_params_close(sv["global"], sl["global"], rtol=1e-5, atol=1e-6)
     for n in sl["opt"]:
         torch.testing.assert_close(sv["opt"][n], sl["opt"][n], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------ the objective: MAML
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("hessian", [None, "maml_hessian"])
+def test_maml_vmap_equals_loop(model, opt, hessian):
+    e = engine_for(model, opt)
+    start = e.client_init(shared=True)
+    both_paths(e, start["params"], start["opt"], MAML(0.3, "maml_inner", hessian))
+
+
+def test_maml_one_step_by_hand():
+    # w1 = w − lr (g' − α H g'), g' = ∇f(w − α ∇f(w; D); D'), H = ∇²f(w; D'') (autograd)
+    e = engine_for("mlp", "sgd")
+    start = e.client_init(shared=True)
+    k, alpha, lr = 2, 0.3, OPTIMISERS["sgd"]["lr"]
+    w = take(start["params"], k)
+    (d,) = e.minibatches(k, 1, "inner", 1)
+    (d1,) = e.minibatches(k, 1, "local", 1)
+    (d2,) = e.minibatches(k, 1, "hess", 1)
+    _, g = e.loss_and_grad(w, d)
+    temp = {n: w[n] - alpha * g[n] for n in w}
+    f1, g1 = e.loss_and_grad(temp, d1)
+    names = list(w)
+
+    def grad_at(*flat):
+        p = {n: t.requires_grad_(True) for n, t in zip(names, flat, strict=True)}
+        loss = F.cross_entropy(torch.func.functional_call(e.model, p, (e.data.x[d2],)),
+                               e.data.y[d2])
+        return torch.autograd.grad(loss, list(p.values()), create_graph=True)
+
+    _, hv = torch.autograd.functional.vjp(grad_at, tuple(w[n].clone() for n in names),
+                                          tuple(g1[n] for n in names))
+    want = {n: w[n] - lr * (g1[n] - alpha * h) for n, h in zip(names, hv, strict=True)}
+    first_order = {n: w[n] - lr * g1[n] for n in names}
+    for path in LT.PATHS:
+        one = rows_of(start["params"], [k]), rows_of(start["opt"], [k]), [k], path
+        out = train(e, *one, MAML(alpha, "inner", "hess"), steps=1)
+        assert_params_close(take(out[0], 0), want, atol=1e-6, rtol=1e-5)
+        assert out[2][0] == pytest.approx(f1, rel=1e-5)
+        fo = train(e, *one, MAML(alpha, "inner"), steps=1)
+        assert_params_close(take(fo[0], 0), first_order, atol=1e-6, rtol=1e-5)

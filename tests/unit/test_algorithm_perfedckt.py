@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import (
     B,
     W,
@@ -12,16 +13,24 @@ from _fl_helpers import (
     make_engine,
     manual_loss_and_grad,
 )
+from _objective_helpers import (
+    MODELS,
+    OPTIMISERS,
+    both_paths,
+    engine_for,
+    rows_of,
+    train,
+)
 
 from pflrepro.algorithms.base import parse_hyper
-from pflrepro.algorithms.perfedckt import PerFedCKT, cluster_soft_decisions, nearest
+from pflrepro.algorithms.perfedckt import Distill, PerFedCKT, cluster_soft_decisions, nearest
+from pflrepro.training import local_training as LT
+from pflrepro.training.params import take
 
 SIX = dict(n_train=(4, 2, 3, 5, 4, 3), n_test=(1,) * 6, public=8)
 
 
-def _alg(params=None, data=None, **training):
-    e = make_engine(data if data is not None else make_data(**SIX), **training)
-    return e, PerFedCKT(e, parse_hyper(PerFedCKT, params or {}))
+_alg = algorithm_factory(PerFedCKT, sizes=SIX)
 
 
 def test_one_cluster_no_distillation_is_local_training_of_the_sampled():
@@ -208,3 +217,52 @@ def test_trains_through_the_one_path_per_architecture_and_vmap_equals_loop(monke
     for k in range(6):
         assert_params_close(sv["params"][k], sl["params"][k], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(sv["centroids"], sl["centroids"], rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------ the objective: Distill
+def _public_targets(e, clients, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    assert e.data.public is not None
+    return torch.rand(clients, len(e.data.public), e.data.num_classes,
+                      generator=gen).softmax(dim=-1)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("public_batch", [None, 3])
+def test_distill_vmap_equals_loop(model, opt, public_batch):
+    e = engine_for(model, opt)
+    start = e.client_init()
+    clients = list(range(e.num_clients))
+    looped = both_paths(e, start["params"], start["opt"],
+                        Distill(_public_targets(e, len(clients)), 0.7, batch_size=public_batch,
+                                per_client=True))
+    both_paths(e, start["params"], start["opt"],
+               Distill(_public_targets(e, 1)[0], 0.7, batch_size=public_batch))
+    plain = train(e, start["params"], start["opt"], clients, LT.LOOP, None)
+    assert any(not torch.allclose(plain[0][n], looped[0][n]) for n in plain[0])
+
+
+def test_distill_one_step_by_hand():
+    # g = ∇ CE(private) + λ ∇ mean_rows(−Σ t log softmax) on the public batch (autograd)
+    e = engine_for("mlp", "sgd")
+    start = e.client_init()
+    k, lam, lr = 2, 0.7, OPTIMISERS["sgd"]["lr"]
+    targets = _public_targets(e, 1)[0]
+    w = take(start["params"], k)
+    (idx,) = e.minibatches(k, 1, "local", 1)
+    assert e.data.public is not None
+    (rows,) = e.minibatches(k, 1, "public", 1, pool=torch.arange(len(e.data.public)),
+                            batch_size=3)
+    p = {n: v.clone().requires_grad_(True) for n, v in w.items()}
+    out = torch.func.functional_call(e.model, p, (e.data.x[idx],))
+    pub = torch.func.functional_call(e.model, p, (e.data.public[rows],)).log_softmax(-1)
+    ce = torch.nn.functional.cross_entropy(out, e.data.y[idx])
+    total = ce + lam * (-(targets[rows] * pub).sum(-1).mean())
+    grads = dict(zip(p, torch.autograd.grad(total, list(p.values())), strict=True))
+    for path in LT.PATHS:
+        got = train(e, rows_of(start["params"], [k]), rows_of(start["opt"], [k]), [k], path,
+                    Distill(targets, lam, batch_size=3), steps=1)
+        assert_params_close(take(got[0], 0), {n: w[n] - lr * grads[n] for n in w},
+                            atol=1e-6, rtol=1e-5)
+        assert got[2][0] == pytest.approx(float(ce.detach()), rel=1e-5)

@@ -4,6 +4,7 @@ import io
 
 import pytest
 import torch
+from _alg_helpers import algorithm_factory
 from _fl_helpers import B, W, assert_params_close, clone, make_engine, manual_loss_and_grad
 
 from pflrepro.algorithms import ALGORITHMS
@@ -14,9 +15,7 @@ from pflrepro.training.params import take
 STEPS = [2, 1, 2]  # ceil(n_k / 2) for train sizes 4, 2, 3 and batch 2
 
 
-def _alg(params=None, seed=0, **training):
-    e = make_engine(seed=seed, **training)
-    return e, Scaffold(e, parse_hyper(Scaffold, params or {}))
+_alg = algorithm_factory(Scaffold)
 
 
 def _manual(x, c, c_i, e, k, rnd, lr):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pflrepro.cli import build_parser
-from pflrepro.cli.support import USER_COMMANDS
+from pflrepro.cli.support import JOB_COMMANDS, USER_COMMANDS, group_help, output_paths
 
 
 def _pflrepro(*args: str, shell: str | None = None, cwd: Path | None = None
@@ -36,6 +36,46 @@ def test_help_lists_the_users_commands_first_then_the_jobs() -> None:
     for name in ("train", "prepare", "aggregate", "table", "tune-select"):
         assert text.index(f"\n  {name} ") > jobs, name
     assert "pflrepro partition --data" not in text  # the module's docstring is not the help
+
+
+def test_every_command_is_listed_once_in_the_stated_order(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [*USER_COMMANDS, *JOB_COMMANDS]
+    text = parser.format_help()
+    listed = [line.split()[0] for line in text.splitlines()
+              if line.startswith("  ") and not line.startswith("   ")  # not a wrapped line
+              and line.split()[0] in sub.choices]
+    assert listed == [*USER_COMMANDS, *JOB_COMMANDS]
+    with pytest.raises(SystemExit):  # an unknown command's error lists them in that order
+        parser.parse_args(["nosuch"])
+    assert "(choose from 'run', 'list', 'plan'," in capsys.readouterr().err
+
+
+def test_a_command_in_neither_list_is_refused() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    sub.add_parser("run", help="listed")
+    sub.add_parser("frobnicate", help="in neither list")
+    with pytest.raises(ValueError, match=r"\['frobnicate'\] in neither USER_COMMANDS"):
+        group_help(parser, sub)
+
+
+def test_output_paths_are_the_commands_given_output_options() -> None:
+    args = build_parser().parse_args(["table", "--aggregate", "a.parquet", "--md", "t.md",
+                                      "--tex", "t.tex", "--csv", "t.csv"])
+    assert output_paths(args) == ["t.md", "t.tex", "t.csv"]
+    args = build_parser().parse_args(["cost", "--runs", "r", "--benchmarks", "b", "--logs",
+                                      "l", "--training", "{}", "--md", "c.md", "--csv",
+                                      "c.csv"])
+    assert output_paths(args) == ["c.md", "c.csv"]  # --projection-csv not given
+    args = build_parser().parse_args(["aggregate", "--out", "a.parquet"])
+    assert output_paths(args) == []  # a digested Parquet file: recorded as it is written
 
 
 def _one_error_line(proc: subprocess.CompletedProcess, command: str) -> str:

@@ -121,3 +121,26 @@ def test_a_wrong_name_or_no_summary_is_refused(tmp_path: Path) -> None:
 
 def test_a_module_that_registers_nothing_is_not_a_method(tmp_path: Path) -> None:
     assert read_info("m", _package(tmp_path, HEAD + "    X = 1\n")) is None
+
+
+def test_a_parametrised_base_is_read_as_its_class(tmp_path: Path) -> None:
+    """``Algorithm[MState]``, ``MBase[MState]``: the type argument (the state) declares
+    nothing; the attributes come from the class as from an unparametrised base."""
+    reader = _package(tmp_path, HEAD + """
+    from typing import Generic, TypedDict, TypeVar
+
+    class MState(TypedDict):
+        x: int
+
+    S = TypeVar("S")
+
+    class MBase(Algorithm[S], Generic[S]):
+        client_sampling = True
+
+    @register_algorithm
+    class M(MBase[MState]):
+        name = "m"
+        summary = "M."
+    """)
+    info = read_info("m", reader)
+    assert info is not None and info.client_sampling and info.summary == "M."

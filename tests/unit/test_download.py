@@ -47,6 +47,7 @@ class ServerState:
     drop_after: dict[str, int] = field(default_factory=dict)  # path -> bytes before a drop
     ranges: bool = True
     trickle: dict[str, float] = field(default_factory=dict)  # path -> seconds between bytes
+    stall: dict[str, float] = field(default_factory=dict)  # path -> seconds of silence
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,6 +97,9 @@ class Server:
                     self.wfile.flush()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if path in state.stall:  # headers, then silence
+                    time.sleep(state.stall[path])
                     return
                 gap = state.trickle.get(path)
                 if gap is not None:  # one byte at a time, for at most 10 s
@@ -495,3 +499,19 @@ def test_a_trickling_server_is_given_up(server: Server, tmp_path: Path, limits: 
         fetch(RemoteFile("slow.bin", sha256=sha(data)), [server.url], tmp_path, limits=limits)
     assert time.monotonic() - start < 5
     assert f"{server.url}/slow.bin" in str(info.value) and "data: download:" in str(info.value)
+
+
+def test_a_server_that_falls_silent_is_given_up_at_the_deadline(server: Server,
+                                                                 tmp_path: Path) -> None:
+    # headers, then nothing: each read waited out the whole socket timeout (60 s by
+    # default, here 15 s), past any deadline, and the attempt was retried
+    data = b"x" * 5000
+    server.state.files["/silent.bin"] = data
+    server.state.stall["/silent.bin"] = 20.0
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match="the deadline, with 0 bytes received") as info:
+        fetch(RemoteFile("silent.bin", sha256=sha(data)), [server.url], tmp_path, timeout=15,
+              limits=Limits(deadline_s=1.0))
+    assert time.monotonic() - start < 5
+    assert f"{server.url}/silent.bin" in str(info.value)
+    assert len(server.state.requests) == 1  # no retry once the deadline has passed

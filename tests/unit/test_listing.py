@@ -1,4 +1,4 @@
-"""pflrepro.pipeline.listing: hyperparameters stated by the paper, set by us, tuned or default."""
+"""pflrepro.inspect.listing: hyperparameters stated by the paper, set by us, tuned or default."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pflrepro.config import parse
-from pflrepro.pipeline.listing import hyperparameters, render
+from pflrepro.inspect.listing import hyperparameters, render
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text())

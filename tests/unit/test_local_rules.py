@@ -15,18 +15,17 @@ import pflrepro.pipeline.workflow as W
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
-#: training jobs: the tuning runs too, and train.smk's train_<runs> and tune.smk's
-#: tune_train_<runs> (several runs per job), defined in loops (``rule:`` then ``name:
-#: _batch.rule`` / ``name: _tune.rule``)
-CLUSTER_RULES = {"train", "tune_train", "_batch.rule", "_tune.rule"}
+#: training jobs, the tuning runs too: train.smk's one rule block, made for each
+#: training rule (``rule:`` then ``name: job.name``), one or several runs per job
+CLUSTER_RULES = {"train", "train_<runs>", "tune_train", "tune_train_<runs>"}
 
 
 #: Rules made in a loop (``rule:`` with ``name: <expr>``): the names each expression
 #: takes, from the package the loop reads (report.smk: one plot rule per figure kind);
-#: train.smk's train_<runs> and tune.smk's tune_train_<runs> depend on the config, so
-#: their blocks keep the expression.
+#: the training rules' names of several runs depend on the config, so they are listed
+#: by their form.
 GENERATED = {"figure.rule": lambda: [k.rule for k in W.figure_rule_kinds()],
-             "_batch.rule": lambda: ["_batch.rule"], "_tune.rule": lambda: ["_tune.rule"]}
+             "job.name": lambda: sorted(CLUSTER_RULES)}
 
 
 def rule_blocks(text: str) -> dict[str, list[str]]:
@@ -76,7 +75,7 @@ def is_local(block: list[str]) -> bool:
 def test_the_parser_sees_every_rule() -> None:
     rules = all_rules()
     assert {"all", "train", "prepare_data", "communication_table", "plot_communication",
-            "plot_architectures", "claims", "_batch.rule"} <= set(rules)
+            "plot_architectures", "claims", "train_<runs>", "tune_train"} <= set(rules)
     assert len(rules) >= 25
 
 

@@ -15,28 +15,24 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _fl_helpers import assert_params_close, clone, make_data, make_engine
+from _fl_helpers import (
+    MODELS,
+    OPTIMISERS,
+    assert_params_close,
+    clone,
+    make_data,
+    make_engine,
+)
 
 from pflrepro.training import local_training as LT
 from pflrepro.training.engine import Engine
 from pflrepro.training.local_training import padded_minibatches, stream_batches
-from pflrepro.training.objectives import Stream
+from pflrepro.training.objective import Stream
 from pflrepro.training.params import put, stack, take
 from pflrepro.training.terms import Offset, Proximal
 
 RTOL, ATOL = 1e-4, 1e-5
 N_TRAIN = (7, 3, 12, 5, 1)  # batch 4: batch sizes 4, 3, 4, 4, 1; steps per epoch 2, 1, 3, 2, 1
-
-MODELS: dict[str, dict[str, Any]] = {
-    "mlp": {"model": "mlp", "model_options": {"hidden": [6]}, "shape": (1, 4, 4)},
-    "cnn": {"model": "cnn", "model_options": {"channels": [2, 3], "hidden": 8,
-                                              "kernel_size": 3}, "shape": (2, 8, 8)},
-}
-OPTIMISERS: dict[str, dict[str, Any]] = {
-    "sgd": {"optimizer": "sgd", "lr": 0.1},
-    "momentum": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9},
-    "adam": {"optimizer": "adam", "lr": 0.01},
-}
 
 
 def engine_for(model: str, opt: str, seed: int = 3, dtype: torch.dtype = torch.float32,
@@ -60,8 +56,8 @@ def vmapped(engine: Engine, params: dict, opt: dict, clients: list[int], rnd: in
         terms.append(Proximal(anchor, coef, per_client=per_client))
     if offset is not None:
         terms.append(Offset(offset, per_client=True))
-    return LT.train(engine, params, opt, clients, rnd, steps=steps, terms=terms, path=LT.VMAP,
-                    chunk=chunk)
+    return LT.train(engine.context, params, opt, clients, rnd, steps=steps, terms=terms,
+                    path=LT.VMAP, chunk=chunk)
 
 
 def loop(engine: Engine, params: dict, opt: dict, clients: list[int], rnd: int,
@@ -180,16 +176,17 @@ def test_offset_equals_per_client_offset_in_the_loop(opt: str) -> None:
 def test_short_last_batch_and_explicit_steps(opt: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of uneven length (a short last batch): the padded loss is the real mean."""
     e = engine_for("cnn", opt)
-    original = e.minibatches
+    original = e.context.minibatches
 
     def uneven(client: int, rnd: int, purpose: str, steps: int,
-               pool: torch.Tensor | None = None) -> list[torch.Tensor]:
-        out = original(client, rnd, purpose, steps, pool)
+               pool: torch.Tensor | None = None, batch_size: int | None = None
+               ) -> list[torch.Tensor]:
+        out = original(client, rnd, purpose, steps, pool, batch_size)
         if out and len(out[-1]) > 1:
             out[-1] = out[-1][: len(out[-1]) - 1 - client % 2]
         return out
 
-    monkeypatch.setattr(e, "minibatches", uneven)
+    monkeypatch.setattr(e.context, "minibatches", uneven)
     clients = [4, 2, 0, 3]
     steps = [1, 5, 3, 2]
     lens = [len(b) for b in e.minibatches(2, 1, "local", 5)]
@@ -294,7 +291,7 @@ def test_auto_chunks_fit_the_device(monkeypatch: pytest.MonkeyPatch,
 def test_padded_minibatches_layout() -> None:
     e = engine_for("mlp", "sgd")
     clients = [1, 2]
-    index, mask, count, active = padded_minibatches(e, clients, 1, "local", [2, 6])
+    index, mask, count, active = padded_minibatches(e.context, clients, 1, "local", [2, 6])
     assert index.shape == (2, 6, 4) and mask.shape == (2, 6, 4)
     assert active.tolist() == [[True, True] + [False] * 4, [True] * 6]
     for i, (k, n) in enumerate(zip(clients, [2, 6], strict=True)):
@@ -310,16 +307,16 @@ def test_stream_batches_own_other_client_and_whole() -> None:
     e = engine_for("mlp", "sgd")
     pool = e.data.train[2][:5]
     same = [torch.equal(a, b) for a, b in zip(
-        stream_batches(e, 0, 1, Stream("p", client=2), 3, pool),
+        stream_batches(e.context, 0, 1, Stream("p", client=2), 3, pool),
         e.minibatches(2, 1, "p", 3), strict=True)]
     assert same == [True] * 3  # client 2's 12 rows (not the pool), seeded by client 2
-    assert [len(b) for b in stream_batches(e, 0, 1, Stream("p", client=1), 2)] == [3, 3]
-    own = stream_batches(e, 2, 1, Stream("p"), 3, pool)  # the trained client's pool
+    assert [len(b) for b in stream_batches(e.context, 0, 1, Stream("p", client=1), 2)] == [3, 3]
+    own = stream_batches(e.context, 2, 1, Stream("p"), 3, pool)  # the trained client's pool
     assert all(torch.equal(a, b) for a, b in zip(own, e.minibatches(2, 1, "p", 3, pool),
                                                   strict=True))
-    whole = stream_batches(e, 0, 1, Stream("w", client=3, whole=True), 2)
+    whole = stream_batches(e.context, 0, 1, Stream("w", client=3, whole=True), 2)
     assert len(whole) == 2 and all(torch.equal(b, e.data.train[3]) for b in whole)
-    assert [b.tolist() for b in stream_batches(e, 2, 1, Stream("w", whole=True), 1, pool)] \
+    assert [b.tolist() for b in stream_batches(e.context, 2, 1, Stream("w", whole=True), 1, pool)] \
         == [pool.tolist()]
 
 
@@ -419,8 +416,8 @@ def test_pools_replace_the_training_sets_on_both_paths(opt: str) -> None:
     start = e.client_init()
     params = {k: v[clients] for k, v in start["params"].items()}
     opt_state = {k: v[clients] for k, v in start["opt"].items()}
-    looped = LT.train(e, params, opt_state, clients, 1, pools=pools, path=LT.LOOP)
-    vectorised = LT.train(e, params, opt_state, clients, 1, pools=pools, path=LT.VMAP)
+    looped = LT.train(e.context, params, opt_state, clients, 1, pools=pools, path=LT.LOOP)
+    vectorised = LT.train(e.context, params, opt_state, clients, 1, pools=pools, path=LT.VMAP)
     assert_same(vectorised, looped)
     for i, k in enumerate(clients):
         steps = e.steps_per_round(k, samples=len(pools[i]))
@@ -428,5 +425,5 @@ def test_pools_replace_the_training_sets_on_both_paths(opt: str) -> None:
         assert set(torch.cat(batches).tolist()) <= set(pools[i].tolist())
         ref = e.train_client(take(params, i), take(opt_state, i), k, 1, pool=pools[i])
         assert_params_close(take(looped[0], i), ref[0], atol=0, rtol=0)
-    whole = LT.train(e, params, opt_state, clients, 1, path=LT.LOOP)
+    whole = LT.train(e.context, params, opt_state, clients, 1, path=LT.LOOP)
     assert not torch.equal(whole[0]["net.1.weight"], looped[0]["net.1.weight"])

@@ -134,6 +134,27 @@ def test_names_are_checked_against_the_config() -> None:
     check_against_config(_parse(_row(experiment="nope", method="nope", planned="true")), cfg)
 
 
+def test_the_workflows_check_reads_only_the_rows_of_the_configs_experiments() -> None:
+    # every config is checked (common.smk): a config of other experiments passes, one
+    # that keeps a paper experiment and renames its method is refused naming the row
+    cfg = check_config_paths([REPO / "config.yaml"], build_schema())
+    other = check_config_paths([REPO / "tests/workflow/config.yaml"], build_schema())
+    cells = load_paper_numbers(NUMBERS)
+    check_against_config(cells, other, present_only=True)
+    with pytest.raises(PaperNumbersError, match="is not in the config"):
+        check_against_config(cells, other)  # strict: every row's experiment is needed
+    check_against_config(cells, cfg, present_only=True)
+    row = _row(id="r-1", experiment="perfedckt_table1", method="renamed")
+    with pytest.raises(PaperNumbersError, match=r"^numbers\.csv: row 'r-1': method 'renamed' "
+                                                r"is not under `methods:`"):
+        check_against_config(_parse(row), cfg, present_only=True, where="numbers.csv")
+    # a row's CPU side is checked where the config has its CPU experiment
+    cpu = _row(experiment="nope", method="m", cpu_experiment="perfedckt_table1")
+    with pytest.raises(PaperNumbersError, match="not a cpu-scale experiment"):
+        check_against_config(_parse(cpu), cfg, present_only=True)
+    check_against_config(_parse(cpu), other, present_only=True)
+
+
 # --------------------------------------------------------------------------- arithmetic
 def test_mean_std_by_hand() -> None:
     assert mean_std([]) == (pytest.approx(math.nan, nan_ok=True),

@@ -52,9 +52,9 @@ def test_the_overlay_keeps_every_experiment_and_its_design() -> None:
     for name, exp in paper.items():
         new = merged["experiments"][name]
         assert _without(new, *SMOKE_KEYS) == _without(exp, *SMOKE_KEYS), name
-        assert [_without(p, "max_samples", "label") for p in new["partitions"]] == \
-            [_without(p, "max_samples", "label") for p in exp["partitions"]], name
-        assert all(MARK in p["label"] for p in new["partitions"]), name
+        # labels included: config/paper_numbers.csv names partitions by label
+        assert [_without(p, "max_samples") for p in new["partitions"]] == \
+            [_without(p, "max_samples") for p in exp["partitions"]], name
         assert MARK in new["label"] and MARK in new["description"], name
         assert _without(new["training"], "rounds") == _without(exp.get("training", {}),
                                                                "rounds"), name

@@ -1,4 +1,4 @@
-"""``pflrepro plan``: a dry run's jobs read back and summed up (pflrepro.pipeline.plan)."""
+"""``pflrepro plan``: a dry run's jobs read back and summed up (pflrepro.inspect.plan)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from pflrepro.cli import build_parser
 from pflrepro.config import parse
-from pflrepro.pipeline.plan import (
+from pflrepro.inspect.plan import (
     RUN_PATH,
     changed_params,
     error_line,

@@ -21,6 +21,7 @@ import pytest
 from snakemake.utils import format as snakemake_format
 
 from pflrepro.cli import build_parser
+from pflrepro.pipeline.workflow.training_rules import CLI, train_command
 
 REPO = Path(__file__).resolve().parents[2]
 RULE_FILES = [*sorted((REPO / "workflow/rules").glob("*.smk")), REPO / "Snakefile"]
@@ -37,8 +38,18 @@ HOSTILE = "a b;$(touch PWNED)`id`'q\"|&<>*\n$HOME"
 SAFE = "SAFEWORD"
 
 
+#: The training rules' one ``shell: job.shell`` (train.smk): the command of each kind.
+TRAINING_TEMPLATES = {"train": train_command(False, False),
+                      "train_<runs>": train_command(False, True),
+                      "tune_train": train_command(True, False),
+                      "tune_train_<runs>": train_command(True, True)}
+
+
 def shell_templates(text: str) -> dict[str, str]:
-    """Each rule's shell string: the Python string literals after ``shell:``, joined."""
+    """Each rule's shell string: ``CLI +`` the string literals after ``shell:``, joined.
+
+    The training rules' ``job.shell`` is listed as :data:`TRAINING_TEMPLATES`.
+    """
     found: dict[str, str] = {}
     rule = None
     lines = text.splitlines()
@@ -59,7 +70,13 @@ def shell_templates(text: str) -> dict[str, str]:
             if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
                 break
             body.append(nxt.strip())
-        found[rule] = ast.literal_eval("(" + "\n".join(b for b in body if b) + ")")
+        code = "\n".join(b for b in body if b)
+        if code == "job.shell":
+            found.update(TRAINING_TEMPLATES)
+            continue
+        prefix, _, literals = code.partition("CLI + ")
+        assert prefix == "" and literals, f"rule {rule}: a shell command is CLI + text: {code}"
+        found[rule] = CLI + ast.literal_eval("(" + literals + ")")
     return found
 
 
@@ -68,7 +85,9 @@ def all_templates() -> dict[str, str]:
     for path in RULE_FILES:
         text = path.read_text()
         found = shell_templates(text)
-        assert len(found) == len(re.findall(r"^\s+shell:", text, re.M)), path
+        shells = len(re.findall(r"^\s+shell:", text, re.M))
+        training = len(TRAINING_TEMPLATES) - 1 if "job.shell" in text else 0
+        assert len(found) == shells + training, path
         out.update(found)
     return out
 
@@ -105,7 +124,7 @@ def render(template: str, value: str) -> str:
 def test_the_scanner_finds_every_rule_shell() -> None:
     assert {"train", "prepare_data", "partition", "table_combined", "aggregate_method",
             "cost_table", "plot_partition", "report_table", "figure.rule",
-            "_batch.rule"} <= set(TEMPLATES)
+            "train_<runs>", "tune_train", "tune_train_<runs>"} <= set(TEMPLATES)
     assert len(TEMPLATES) >= 20  # the plot rules and train_<runs>: a template each
 
 
@@ -129,7 +148,7 @@ def test_a_hostile_value_stays_one_intact_word(rule: str) -> None:
 
 
 #: Values a CLI option checks (an int, a choice) and the params that are several
-#: arguments (lists, one quoted word each, as common.smk gives them); all others get
+#: arguments (lists, one quoted word each, as the adapter P gives them); all others get
 #: HOSTILE.
 _TYPED: dict[str, object] = {
     "wildcards.split": "0", "wildcards.seed": "0", "wildcards.client": "0",
@@ -141,7 +160,7 @@ _TYPED: dict[str, object] = {
     "params.args": ["--benchmarks", HOSTILE, "--logs", HOSTILE, "--training", HOSTILE],
     "params.kind": "client_weights",
     "params.options": ["--client", "0", "--methods", HOSTILE, HOSTILE]}
-#: The same for train.smk's train_<runs> (several runs in one job): one word per run,
+#: The same for the training rules of several runs in one job: one word per run,
 #: as many as params.spec has, and the runs' outputs.
 _BATCH_TYPED: dict[str, object] = {
     **_TYPED, "params.spec": [HOSTILE, HOSTILE], "params.partitions": [HOSTILE, HOSTILE],
@@ -185,10 +204,17 @@ def test_every_rule_runs_this_workflows_own_package(rule: str) -> None:
     assert TEMPLATES[rule].startswith(PREFIX), TEMPLATES[rule]
 
 
+def test_the_scanner_refuses_a_command_without_the_prefix() -> None:
+    text = 'rule a:\n    shell:\n        CLI + " table --md {output:q}"\n'
+    assert shell_templates(text) == {"a": PREFIX + "table --md {output:q}"}
+    with pytest.raises(AssertionError, match="CLI"):
+        shell_templates('rule b:\n    shell:\n        "pflrepro table"\n')
+
+
 @pytest.mark.parametrize("rule", sorted(TEMPLATES))
 def test_every_rule_command_parses_with_the_cli(rule: str) -> None:
     args = build_parser().parse_args(
-        cli_args(TEMPLATES[rule], typed=_BATCH_TYPED if rule == "_batch.rule" else _TYPED))
+        cli_args(TEMPLATES[rule], typed=_BATCH_TYPED if rule.endswith("<runs>") else _TYPED))
     parsed = [v for v in vars(args).values()]
     flat = [x for v in parsed for x in (v if isinstance(v, list) else [v])]
     assert any(isinstance(x, str) and HOSTILE in x for x in flat), rule

@@ -1,6 +1,6 @@
 """The whole-run view: Snakemake's log read back, stages, runs and time left, the loop.
 
-(pflrepro.pipeline.run_log, pflrepro.pipeline.run_view, pflrepro.pipeline.watch)
+(pflrepro.inspect.run_log, pflrepro.inspect.run_view, pflrepro.inspect.watch)
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pflrepro.pipeline.plan import PlannedJob
-from pflrepro.pipeline.run_log import latest_run_log, parse_run_log
-from pflrepro.pipeline.run_view import (
+from pflrepro.inspect.plan import PlannedJob
+from pflrepro.inspect.run_log import latest_run_log, parse_run_log
+from pflrepro.inspect.run_view import (
     estimate,
     parse_duration,
     stage_of,
     view_jobs,
 )
-from pflrepro.pipeline.watch import snakemake_args, watch
+from pflrepro.inspect.watch import snakemake_args, watch
 
 RUN = "results/runs/demo_e/p/fedavg/split{s}-seed{t}.parquet"
 TUNE = "results/tuning/demo_e/runs/p/prox/mu0.1/split0-seed{t}.parquet"

@@ -1,4 +1,4 @@
-"""The `pflrepro status` scanner (pflrepro.pipeline.status) and its command."""
+"""The `pflrepro status` scanner (pflrepro.inspect.status) and its command."""
 
 import os
 import time
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pflrepro.cli import main
-from pflrepro.pipeline.status import format_status, job_status
+from pflrepro.inspect.status import format_status, job_status
 
 
 def _job(root: Path, log: str | None, run: bool = False, age_s: float = 0.0,
@@ -64,7 +64,7 @@ def test_status_command_on_an_empty_directory(tmp_path: Path,
 def test_status_lists_tuning_selections_that_may_miss_their_optimum(tmp_path: Path) -> None:
     import pandas as pd
 
-    from pflrepro.pipeline.status import tuning_warnings
+    from pflrepro.inspect.status import tuning_warnings
 
     root = tmp_path / "results/tuning/e"
     root.mkdir(parents=True)

@@ -13,6 +13,7 @@ from pflrepro.algorithms import ALGORITHMS
 from pflrepro.algorithms.base import parse_hyper
 from pflrepro.data.federated import FederatedData
 from pflrepro.store import results as R
+from pflrepro.training import local_training as LT
 from pflrepro.training.engine import Engine
 from pflrepro.training.settings import TrainingConfig
 
@@ -29,17 +30,20 @@ def _frame(log: R.MetricLog):
 def _run(name: str, workers: int, threads_seen: set[int] | None = None):
     engine = make_engine(make_data(**DATA), seed=5, workers=workers, rounds=3, batch_size=3,
                          optimizer="sgd", lr=0.05, model_options={"hidden": [4]})
-    if threads_seen is not None:
-        inner = engine.loss_and_grad
+    with pytest.MonkeyPatch.context() as patch:
+        if threads_seen is not None:
+            def spying(inner):
+                def spy(*args, **kwargs):
+                    threads_seen.add(threading.get_ident())
+                    time.sleep(0.002)  # a busy machine: let the other workers take clients
+                    return inner(*args, **kwargs)
+                return spy
 
-        def spy(*args, **kwargs):
-            threads_seen.add(threading.get_ident())
-            time.sleep(0.002)  # a busy machine: let the other workers take clients too
-            return inner(*args, **kwargs)
-
-        engine.loss_and_grad = spy
-    cls = ALGORITHMS[name]
-    return _frame(engine.run(cls(engine, parse_hyper(cls, {}))))
+            # a client's step: the plain loss's gradient, or an objective's
+            patch.setattr(engine.context, "loss_and_grad", spying(engine.context.loss_and_grad))
+            patch.setattr(LT, "loss_and_grad", spying(LT.loss_and_grad))
+        cls = ALGORITHMS[name]
+        return _frame(engine.run(cls(engine, parse_hyper(cls, {}))))
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from pflrepro.cli import main
 from pflrepro.data.store import write_dataset
-from pflrepro.pipeline.verify import verify
+from pflrepro.inspect.verify import verify
 from pflrepro.store.io import DAMAGED_MTIME, digest_path, sha256_file, write_parquet
 
 
@@ -107,8 +107,6 @@ def test_edited_or_deleted_meta_json_is_found(tmp_path: Path) -> None:
 
 def _written_by_commands(results: Path) -> dict[str, Path]:
     """A table and a partition report, written as their commands write them."""
-    import argparse
-
     from pflrepro.store.io import write_text
     from pflrepro.store.records import record_outputs
 
@@ -116,8 +114,8 @@ def _written_by_commands(results: Path) -> dict[str, Path]:
     clients = results / "partitions/toy/p/split0-clients.csv"
     write_text(table, "| method | accuracy |\n| fedavg | 87.1 |\n")
     write_text(clients, "client,n\n0,87\n")
-    record_outputs(argparse.Namespace(command="table", md=str(table), tex=None, csv=None))
-    record_outputs(argparse.Namespace(command="partition-stats", csv=str(clients), md=None))
+    assert record_outputs([str(table), None]) == [table]  # table's --tex, --csv not given
+    assert record_outputs([clients, results / "none.md"]) == [clients]  # no file: no record
     return {"table": table, "clients": clients}
 
 

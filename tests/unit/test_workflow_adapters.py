@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -7,6 +8,7 @@ import yaml
 
 import pflrepro.pipeline.workflow as W
 from pflrepro.config import ConfigError, parse
+from pflrepro.pipeline.workflow.training_rules import training_rules
 
 REPO = Path(__file__).resolve().parents[2]
 CFG = parse(yaml.safe_load((REPO / "tests/workflow/config.yaml").read_text()))
@@ -235,9 +237,9 @@ def test_tuning_runs_per_job_chunk_a_methods_trials_per_partition() -> None:
     # the rule says the method and which of its runs on a partition; files keep the label
     assert batch.rule == "tune_train_fedamp_runs1to16of16"
     paths = W.tune_run_paths(cfg, "tiny", "fedamp")
-    wildcards = SimpleNamespace(experiment="tiny", partition=PID, method="fedamp")
-    assert W.tune_member_paths(wildcards, batch.trials, W.TUNE_RUN) == \
-        [p for p in paths if f"/{PID}/" in p]
+    (rule,) = [r for r in training_rules(cfg, raw) if r.tuning and r.several]
+    assert [p.format(experiment="tiny", partition=PID, method="fedamp")
+            for p in rule.outputs] == [p for p in paths if f"/{PID}/" in p]
     # 5 per job: chunks of 5, 5, 5 and 1, each its own rule
     raw = _tuned([0, 1], runs_per_job={"paper": 5})
     batches = W.tune_batches(parse(raw), raw)
@@ -335,4 +337,31 @@ def test_download_limits_reach_prepare_only_where_the_config_sets_them() -> None
 
     with pytest.raises(ConfigError, match="deadline_s"):
         check(raw, REPO / "workflow/schemas/config.schema.yaml")
+
+
+def test_the_workflow_checks_a_config_against_the_papers_numbers(tmp_path: Path) -> None:
+    # config.yaml with the paper's method `perfedckt` renamed: one line naming the
+    # numbers file and the row, before any job (the test config of other experiments
+    # passes: tests/unit/test_preflight.py plans it)
+    import subprocess
+    import sys
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    raw["methods"]["perfedckt_x"] = raw["methods"].pop("perfedckt")
+    for exp in raw["experiments"].values():
+        exp["methods"] = ["perfedckt_x" if m == "perfedckt" else m for m in exp["methods"]]
+        tuned = (exp.get("tune") or {}).get("methods", {})
+        if "perfedckt" in tuned:
+            tuned["perfedckt_x"] = tuned.pop("perfedckt")
+    (tmp_path / "renamed.yaml").write_text(yaml.safe_dump(raw))
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+         "-n", "--cores", "1", "--configfile", str(tmp_path / "renamed.yaml"),
+         "--replace-workflow-config"], capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    lines = [line for line in out.splitlines() if line.startswith("Invalid config:")]
+    assert len(lines) == 1, out[-3000:]
+    assert re.match(r"Invalid config: config/paper_numbers\.csv: row 'perfedckt-[a-z0-9-]+': "
+                    r"method 'perfedckt' is not under `methods:`", lines[0]), lines[0]
 

@@ -79,7 +79,7 @@ def _damage_keep_mtime(data: Path, damage: str) -> None:
 
 
 def test_damaged_prepared_data_is_prepared_again(tmp_path: Path) -> None:
-    from pflrepro.pipeline.verify import verify
+    from pflrepro.inspect.verify import verify
 
     work = new_workdir(tmp_path / "wf")
     snakemake(work, "--until", "partition")

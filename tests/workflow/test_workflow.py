@@ -275,7 +275,7 @@ def test_a_figure_with_bit_rot_is_found_by_verify_and_redrawn(built: Path,
                                                                ) -> None:
     # a figure is read by no job: only its digest record shows a byte changed with the
     # mtime kept; verify marks it as it marks a table, and the next snakemake redraws it
-    from pflrepro.pipeline.verify import verify
+    from pflrepro.inspect.verify import verify
 
     figures = [built / "figures/tiny-accuracy.png",
                sorted((built / "figures/partitions/digits").glob("*.pdf"))[0]]
@@ -323,7 +323,7 @@ def test_every_stored_file_has_a_record_that_verify_checks(built: Path,
     # with the file, or by pflrepro.store.records) and a check in pflrepro verify
     from fnmatch import fnmatch
 
-    from pflrepro.pipeline.verify import verify
+    from pflrepro.inspect.verify import verify
     from pflrepro.store.io import DIGEST_SUFFIX, digest_path
 
     stored = sorted(p.relative_to(built).as_posix() for folder in ("results", "figures")

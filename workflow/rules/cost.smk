@@ -8,26 +8,24 @@
 
 rule cost_table:
     input:
-        runs=lambda wildcards: W.cost_inputs(CFG, wildcards.experiment),
-        tuned=experiment_selections,
+        runs=P.cost_runs,
+        tuned=P.experiment.selections,
     output:
         md=W.pattern(W.COST_TABLE, kind="cost", ext="md"),
         csv=W.pattern(W.COST_TABLE, kind="cost", ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        args=cost_args,
-        methods=methods_order,
-        labels=experiment_labels,
-        tuning=experiment_tuning,
+        **P.cli,
+        args=P.cost_args,
+        methods=P.experiment.methods,
+        labels=P.experiment.labels,
+        tuning=P.experiment.tuning,
     log:
         W.COST_LOG,
     localrule: True
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
+        CLI + " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
         " --methods {params.methods:q}"
         " --md {output.md:q} --csv {output.csv:q}"
         " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1"
@@ -35,15 +33,14 @@ rule cost_table:
 
 rule cost_projection:
     input:
-        costs=cost_projection_inputs,
+        costs=P.cost_tables,
         # the paper-scale grid to project (config.yaml beside the Snakefile)
         paper=os.path.join(workflow.basedir, "config.yaml"),
     output:
         md=W.COST_PROJECTION.format(ext="md"),
         csv=W.COST_PROJECTION.format(ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
+        **P.cli,
         experiments=W.chosen_experiments(CFG),
     log:
         W.COST_LOG.format(experiment="cost-projection"),
@@ -51,8 +48,7 @@ rule cost_projection:
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
+        CLI + " cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
         " --project {input.paper:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
@@ -64,14 +60,12 @@ rule grid_projection:
         md=FL.GRID_PROJECTION.format(ext="md"),
         csv=FL.GRID_PROJECTION.format(ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
+        **P.cli,
     log:
         FL.GRID_PROJECTION_LOG,
     localrule: True
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
+        CLI + " grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
         " > {log:q} 2>&1"

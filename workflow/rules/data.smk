@@ -8,9 +8,8 @@ rule prepare_data:
         x=W.DATA_X,
         y=W.DATA_Y,
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        mirrors=mirrors,
+        **P.cli,
+        mirrors=P.mirrors,
         out=W.DATA_DIR,
         raw=W.RAW_DIR,
     log:
@@ -18,8 +17,7 @@ rule prepare_data:
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " prepare --dataset {wildcards.dataset:q} --out {params.out:q}"
+        CLI + " prepare --dataset {wildcards.dataset:q} --out {params.out:q}"
         " --raw {params.raw:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
@@ -30,17 +28,15 @@ rule partition:
     output:
         W.PARTITION,
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        spec=partition_spec,
-        code=partition_code,
+        **P.cli,
+        spec=P.partition_spec,
+        code=P.partition_code,
     log:
         W.PARTITION_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
+        CLI + " partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
         " --spec {params.spec:q} --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -53,15 +49,13 @@ rule partition_stats:
         csv=W.pattern(W.PARTITION_STATS, kind="clients.csv"),
         md=W.pattern(W.PARTITION_STATS, kind="summary.md"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
+        **P.cli,
     log:
         W.PARTITION_STATS_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " partition-stats --data {input.meta:q} --partition {input.partition:q}"
+        CLI + " partition-stats --data {input.meta:q} --partition {input.partition:q}"
         " --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
@@ -76,16 +70,14 @@ rule plot_partition:
                    category="Data partitions", subcategory="{dataset}",
                    labels={"output": "label distribution", "name": "{partition} split {split}"}),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        title=partition_title,
+        **P.cli,
+        title=P.partition_title,
     log:
         W.PARTITION_FIGURE_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " plot labels --data {input.meta:q} --partition {input.partition:q}"
+        CLI + " plot labels --data {input.meta:q} --partition {input.partition:q}"
         " --title {params.title:q}"
         " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
@@ -98,14 +90,12 @@ rule public_set:
     output:
         W.PUBLIC,
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        exclude=public_exclude,
+        **P.cli,
+        exclude=P.public_exclude,
     log:
         W.PUBLIC_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
+        CLI + " public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
         " {params.exclude:q} --out {output:q} > {log:q} 2>&1"

@@ -2,31 +2,30 @@
 # `snakemake --report results/report.html` gathers every table (as an HTML page, rule
 # report_table) and figure (PNG) flagged with report(): category = paper, subcategory =
 # experiment or table, captions from workflow/report/*.rst (pflrepro.reporting.report).
-# (The paper numbers, captions and the helpers these rules call: common.smk.)
+# (The paper numbers and captions: common.smk; the input and params functions: P, the
+# adapter object, pflrepro.pipeline.workflow.adapter.)
 
 
 rule table:
     localrule: True
     input:
         agg=W.AGGREGATE,
-        tuned=experiment_selections,
+        tuned=P.experiment.selections,
     output:
         md=W.pattern(W.TABLE, ext="md"),
         tex=W.pattern(W.TABLE, ext="tex"),
         csv=W.pattern(W.TABLE, ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-        tuning=experiment_tuning,
+        **P.cli,
+        methods=P.experiment.methods,
+        labels=P.experiment.labels,
+        tuning=P.experiment.tuning,
     log:
         W.TABLE_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
+        CLI + " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --tuning {params.tuning:q} > {log:q} 2>&1"
 
@@ -35,23 +34,21 @@ rule communication_table:
     localrule: True
     input:
         agg=W.AGGREGATE,
-        tuned=experiment_selections,
+        tuned=P.experiment.selections,
     output:
         md=W.pattern(W.COMMUNICATION_TABLE, ext="md"),
         csv=W.pattern(W.COMMUNICATION_TABLE, ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=methods_order,
-        labels=experiment_labels,
-        tuning=experiment_tuning,
+        **P.cli,
+        methods=P.experiment.methods,
+        labels=P.experiment.labels,
+        tuning=P.experiment.tuning,
     log:
         W.COMMUNICATION_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " communication --aggregate {input.agg:q} --md {output.md:q} --csv {output.csv:q}"
+        CLI + " communication --aggregate {input.agg:q} --md {output.md:q} --csv {output.csv:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
         " --tuning {params.tuning:q} > {log:q} 2>&1"
 
@@ -61,28 +58,26 @@ rule communication_table:
 rule table_combined:
     localrule: True
     input:
-        agg=table_aggregates,
-        tuned=table_selections,
+        agg=P.table_aggregates,
+        tuned=P.table.selections,
     output:
         md=W.pattern(W.COMBINED_TABLE, ext="md"),
         tex=W.pattern(W.COMBINED_TABLE, ext="tex"),
         csv=W.pattern(W.COMBINED_TABLE, ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        methods=table_methods,
-        labels=table_labels,
-        metric=table_metric,
-        caption=table_caption,
-        experiments=table_experiments,
-        tuning=table_tuning,
+        **P.cli,
+        methods=P.table.methods,
+        labels=P.table.labels,
+        metric=P.table_metric,
+        caption=P.table_caption,
+        experiments=P.table_experiments,
+        tuning=P.table.tuning,
     log:
         W.COMBINED_TABLE_LOG,
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
+        CLI + " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
         " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1"
@@ -91,24 +86,22 @@ rule table_combined:
 rule claims:
     input:
         claims=CLAIMS_FILE,
-        aggregates=claims_aggregates,
+        aggregates=P.claims_aggregates,
     output:
         md=W.pattern(W.CLAIMS_TABLE, ext="md"),
         csv=W.pattern(W.CLAIMS_TABLE, ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        scale=claims_scale,
-        labels=claims_labels,
-        design=claims_design,
+        **P.cli,
+        scale=P.claims_scale,
+        labels=P.claims_table.labels,
+        design=P.claims_design,
     log:
         W.CLAIMS_LOG,
     localrule: True
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " claims --claims {input.claims:q} --scale {params.scale:q}"
+        CLI + " claims --claims {input.claims:q} --scale {params.scale:q}"
         " --aggregate {input.aggregates:q} --labels {params.labels:q}"
         " --design {params.design:q}"
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
@@ -116,30 +109,28 @@ rule claims:
 
 # One plot rule per figure kind, `plot_<kind>`, made from the kind's declaration (its
 # figure module's KIND: pflrepro.config.figure_kinds): output files, input, and the
-# `pflrepro plot` options it takes (figure_options). The report's caption of each is
+# `pflrepro plot` options it takes (P.figure_options). The report's caption of each is
 # the kind's caption, found by the rule's name (workflow/report/figure.rst).
 for figure in W.figure_rule_kinds():
     rule:
         name: figure.rule
         localrule: True
         input:
-            figure_input(figure.name),
+            P.figure_input(figure.name),
         output:
             pdf=W.figure_pattern(figure.name, "pdf"),
-            png=report(W.figure_pattern(figure.name, "png"), **figure_report(figure.label)),
+            png=report(W.figure_pattern(figure.name, "png"), **P.figure_report(figure.label)),
         params:
-            python=PFLREPRO_PYTHON,
-            source=PFLREPRO_SRC,
+            **P.cli,
             kind=figure.name,
-            options=figure_options(figure.name),
-            labels=experiment_labels,
+            options=P.figure_options(figure.name),
+            labels=P.experiment.labels,
         log:
             W.figure_log(figure.name),
         conda:
             ENV
         shell:
-            "{params.python:q} -m pflrepro --require-source {params.source:q}"
-            " plot {params.kind:q} --aggregate {input:q} {params.options:q}"
+            CLI + " plot {params.kind:q} --aggregate {input:q} {params.options:q}"
             " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
@@ -148,28 +139,26 @@ for figure in W.figure_rule_kinds():
 rule paper_table:
     input:
         numbers=PAPER_NUMBERS_FILE,
-        aggregates=paper_table_inputs,
-        tuned=paper_table_selections,
+        aggregates=P.paper_table_inputs,
+        tuned=P.paper_table.selections,
     output:
         md=W.pattern(W.PAPER_TABLE, ext="md"),
         csv=W.pattern(W.PAPER_TABLE, ext="csv"),
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
-        table=paper_table_id,
+        **P.cli,
+        table=P.paper_table_id,
         scale=CFG.scale,
-        labels=paper_table_labels,
-        tuning=paper_table_tuning,
+        labels=P.paper_table.labels,
+        tuning=P.paper_table.tuning,
     wildcard_constraints:
-        paper_table=W.alternation(PAPER_TABLES),
+        paper_table=W.alternation(P.paper_tables),
     log:
         W.PAPER_TABLE_LOG,
     localrule: True
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
+        CLI + " paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
         " --scale {params.scale:q} --aggregate {input.aggregates:q} --labels {params.labels:q}"
         " --tuning {params.tuning:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
@@ -179,18 +168,16 @@ rule report_table:
     input:
         W.REPORT_TABLE_SOURCE,
     output:
-        report(W.REPORT_TABLE, caption=W.REPORT_CAPTION.format(kind="table"), category=report_table_category,
-               subcategory=report_table_subcategory, labels=report_table_labels),
+        report(W.REPORT_TABLE, caption=W.REPORT_CAPTION.format(kind="table"), category=P.report_table_category,
+               subcategory=P.report_table_subcategory, labels=P.report_table_labels),
     wildcard_constraints:
         name=r"[^/]+",
     params:
-        python=PFLREPRO_PYTHON,
-        source=PFLREPRO_SRC,
+        **P.cli,
     log:
         W.REPORT_TABLE_LOG,
     localrule: True
     conda:
         ENV
     shell:
-        "{params.python:q} -m pflrepro --require-source {params.source:q}"
-        " report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"
+        CLI + " report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"

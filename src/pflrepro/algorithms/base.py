@@ -9,8 +9,10 @@ aggregation. The :class:`~pflrepro.training.engine.Engine` owns the round loop a
 mechanics (data, mini-batches, seeding, local training on either path, evaluation);
 an algorithm only says what happens in one round and how client ``k`` predicts:
 
-* :meth:`Algorithm.init` returns the state (a dict of tensors and numbers, so it can
-  be checkpointed and reloaded with ``torch.load(weights_only=True)``);
+* :meth:`Algorithm.init` returns the state: a dict of tensors and numbers (so it can
+  be checkpointed and reloaded with ``torch.load(weights_only=True)``) whose keys the
+  method declares as a :class:`typing.TypedDict` next to its class, the class's type
+  parameter (``class FedEM(Algorithm[FedEMState])``; :func:`state_type` reads it);
 * :meth:`Algorithm.round` runs one round and returns the new state and each
   client's mean training loss (NaN where a client did not train);
 * :meth:`Algorithm.predict` returns client ``k``'s class probabilities — its
@@ -36,7 +38,16 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    TypedDict,
+    TypeVar,
+    get_args,
+    is_typeddict,
+)
 
 import numpy as np
 
@@ -49,21 +60,32 @@ from pflrepro.algorithms.registry import (
     hyper,
     parse_hyper,
 )
-from pflrepro.training.method import State
+from pflrepro.training.method import S
 
 if TYPE_CHECKING:
     import torch
 
     from pflrepro.store.results import MetricLog
     from pflrepro.training.engine import Engine
+    from pflrepro.training.optim import OptState, Params
 
-__all__ = ["ALGORITHMS", "Algorithm", "NoHyper", "State", "get_algorithm", "hyper",
-           "parse_hyper", "register_algorithm", "source_file"]
+__all__ = ["ALGORITHMS", "Algorithm", "ClientModels", "NoHyper", "get_algorithm", "hyper",
+           "parse_hyper", "register_algorithm", "source_file", "state_type"]
 
 
+class ClientModels(TypedDict):
+    """One model per client and its optimiser state, each stacked by client.
 
-class Algorithm(ABC):
-    """Base class of every algorithm; see the module docstring."""
+    What :meth:`~pflrepro.training.engine.Engine.client_init` returns: Local's state, and
+    the start of the states that add to it (FedAMP's, FedFomo's, FedeRiCo's).
+    """
+
+    params: Params
+    opt: OptState
+
+
+class Algorithm(ABC, Generic[S]):
+    """Base class of every algorithm, over its state type ``S``; see the module docstring."""
 
     #: Registry name, used as ``algorithm:`` in the config.
     name: ClassVar[str]
@@ -96,19 +118,35 @@ class Algorithm(ABC):
         self.hp = hyper
 
     @abstractmethod
-    def init(self) -> State:
+    def init(self) -> S:
         """Return the initial state (before round 1)."""
 
     @abstractmethod
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: S, rnd: int) -> tuple[S, np.ndarray]:
         """Run round ``rnd`` (1-based); return the new state and per-client train loss."""
 
     @abstractmethod
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: S, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
         """Return client ``client``'s class probabilities for inputs ``x``."""
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:  # noqa: B027
+    def record(self, state: S, rnd: int, log: MetricLog) -> None:  # noqa: B027
         """Log method-specific values after round ``rnd`` (default: nothing)."""
+
+
+def state_type(cls: type[Algorithm]) -> type:
+    """The TypedDict ``cls`` declares its state with.
+
+    That is the type argument of its nearest parametrised base (``Algorithm[FedEMState]``,
+    ``FedAvgBase[DittoState]``). Raises ``TypeError`` where no base in ``cls``'s MRO is
+    parametrised by a TypedDict.
+    """
+    for klass in cls.__mro__:
+        for base in klass.__dict__.get("__orig_bases__", ()):
+            args = get_args(base)
+            if args and is_typeddict(args[0]):
+                return args[0]
+    raise TypeError(f"{cls.__name__} declares no state type: derive it from "
+                    "Algorithm[<its TypedDict>]")
 
 
 A = TypeVar("A", bound=type[Algorithm])
@@ -131,6 +169,7 @@ def register_algorithm(cls: A) -> A:
         raise ValueError(f"algorithm {cls.name!r} declares no summary")
     if not dataclasses.is_dataclass(cls.Hyper):
         raise TypeError(f"algorithm {cls.name!r}: Hyper must be a dataclass")
+    state_type(cls)  # raises where the method declares no TypedDict state
     if cls.name in _LOADED and _LOADED[cls.name] is not cls:
         raise ValueError(f"algorithm {cls.name!r} registered twice")
     _LOADED[cls.name] = cls

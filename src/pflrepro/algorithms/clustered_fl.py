@@ -38,15 +38,24 @@ optimiser state across rounds, as in this package's FedAvg.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.store.results import CLUSTER, MetricLog
-from pflrepro.training.optim import Params
+from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import stack, take, weighted_mean
+
+
+class ClusteredFLState(TypedDict):
+    """Clustered FL's state."""
+
+    models: Params  #: one model per cluster, stacked by cluster id
+    cluster: torch.Tensor  #: each client's cluster id (K,), int64
+    opt: OptState  #: each client's optimiser state, stacked by client
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +106,7 @@ def bipartition(updates: torch.Tensor) -> np.ndarray:
 
 
 @register_algorithm
-class ClusteredFL(Algorithm):
+class ClusteredFL(Algorithm[ClusteredFLState]):
     """One model per cluster; clusters split recursively; see the module docstring."""
 
     name = "clustered_fl"
@@ -105,7 +114,7 @@ class ClusteredFL(Algorithm):
     Hyper = ClusteredFLHyper
     records = (CLUSTER,)
 
-    def init(self) -> State:
+    def init(self) -> ClusteredFLState:
         """One cluster (id 0) holding every client; one optimiser state per client."""
         e = self.engine
         start = e.init_params()
@@ -113,7 +122,7 @@ class ClusteredFL(Algorithm):
                 "cluster": torch.zeros(e.num_clients, dtype=torch.long),
                 "opt": stack(e.init_opt(start), e.num_clients)}
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: ClusteredFLState, rnd: int) -> tuple[ClusteredFLState, np.ndarray]:
         """Local training from the cluster models, splits, cluster-wise mean updates."""
         e = self.engine
         k_all = e.num_clients
@@ -150,11 +159,12 @@ class ClusteredFL(Algorithm):
         e.traffic.exchange(range(k_all), up=e.model_size, down=e.model_size)
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: ClusteredFLState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The client's cluster model's prediction."""
         return self.engine.probs(take(state["models"],
                                                   int(state["cluster"][client])), x)
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: ClusteredFLState, rnd: int, log: MetricLog) -> None:
         """Log each client's cluster id (metric ``cluster``)."""
         log.add_per_client(rnd, CLUSTER, state["cluster"].tolist())

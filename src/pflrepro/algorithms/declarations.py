@@ -139,10 +139,15 @@ class Reader:
                                    f"a name the declarations reader can resolve") from None
 
     def bases(self, ref: _ClassRef) -> list[_ClassRef]:
-        """The class's bases inside the package (``ABC`` and other outside ones left out)."""
+        """The class's bases inside the package (``ABC`` and other outside ones left out).
+
+        A parametrised base (``Algorithm[FedEMState]``) counts as its class: the type
+        argument (the method's state type) declares nothing the reader reads.
+        """
         module = self.module(ref.module)
         out = []
-        for base in ref.node.bases:
+        for written in ref.node.bases:
+            base = written.value if isinstance(written, ast.Subscript) else written
             if not isinstance(base, ast.Name):
                 raise DeclarationError(f"{module.path}:{base.lineno}: base "
                                        f"{ast.unparse(base)!r} of {ref.name} is not a name")

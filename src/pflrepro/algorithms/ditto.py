@@ -41,12 +41,19 @@ import dataclasses
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import State, register_algorithm
-from pflrepro.algorithms.fedavg import FedAvgBase
+from pflrepro.algorithms.base import register_algorithm
+from pflrepro.algorithms.fedavg import FedAvgBase, FedAvgState
 from pflrepro.algorithms.registry import hyper
-from pflrepro.training.optim import Params
+from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import put_rows, rows, stack, take
 from pflrepro.training.terms import GradTerm, Proximal
+
+
+class DittoState(FedAvgState):
+    """FedAvg's state, and each client's personal model v_k and its optimiser state."""
+
+    personal: Params  #: stacked by client
+    personal_opt: OptState  #: stacked by client
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +69,7 @@ class DittoHyper:
 
 
 @register_algorithm
-class Ditto(FedAvgBase):
+class Ditto(FedAvgBase[DittoState]):
     """FedAvg's global model plus proximally regularised personal models."""
 
     name = "ditto"
@@ -70,18 +77,18 @@ class Ditto(FedAvgBase):
     summary = ("Ditto (Li et al. 2021): FedAvg global model plus personal models trained "
                "on F_k(v) + λ/2‖v − w‖².")
     Hyper = DittoHyper
-    def init(self) -> State:
+    def init(self) -> DittoState:
         """FedAvg's global model w^0 and states; every personal model a copy of w^0."""
-        state = super().init()
-        state["personal"] = stack(state["global"], self.engine.num_clients)
-        state["personal_opt"] = {k: v.clone() for k, v in state["opt"].items()}
-        return state
+        start = self.start()
+        return {"global": start["global"], "opt": start["opt"],
+                "personal": stack(start["global"], self.engine.num_clients),
+                "personal_opt": {k: v.clone() for k, v in start["opt"].items()}}
 
     def personal_terms(self, anchor: Params) -> tuple[GradTerm, ...]:
         """λ (v − w^t): the personal models' pull towards the round's starting global model."""
         return (Proximal(anchor, float(self.hp.lam)),)
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: DittoState, rnd: int) -> tuple[DittoState, np.ndarray]:
         """FedAvg's round for the global model; personal update towards the round's w^t.
 
         Only the round's participants train (all by default); the others keep their
@@ -102,6 +109,7 @@ class Ditto(FedAvgBase):
         losses[chosen] = trained
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: DittoState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its personal model v_k."""
         return self.engine.probs(take(state["personal"], client), x)

@@ -19,7 +19,7 @@ Choices where the paper is silent (the text gives no hyperparameter values):
 * every client starts from *one shared model* (``init: shared``, drawn from the run's
   seed as FedAvg's global model), as the reference implementations do (each PFLlib
   client copies one ``args.model``). ``init: independent`` gives each client a model of
-  its own (our former default): two independent draws of the 784-200-200 MLP are
+  its own: two independent draws of the 784-200-200 MLP are
   ‖w_i − w_j‖² ≈ 270–300 apart and of the CIFAR CNN ≈ 470, so any σ small enough to
   tell groups apart later leaves every peer weight ≈ 0 at the start (ξ ≈ I) and
   FedAMP is local training in disguise;
@@ -30,8 +30,8 @@ Choices where the paper is silent (the text gives no hyperparameter values):
   ``distance: sum`` is the paper's printed form with ‖w_i − w_j‖²;
 * defaults σ = 1e-5, α = 1e-7 and λ = 1e-7: σ is the per-parameter squared distance
   that local training puts between clients of different groups from a shared start
-  (measured on the CPU-scale practical split of Fashion-MNIST, 64-unit MLP, SGD
-  0.05: after 2–10 rounds ≈ 8e-6–1.2e-5 across groups, ≈ 1e-6–4e-6 within);
+  on the CPU-scale design (measured:
+  docs/methods/fedamp.md#the-cpu-scale-grids-and-their-cost);
   α/σ = 0.01 keeps ξ_ii ≥ 0 at any distances for up to 101 clients (each peer weighs
   1 % at zero distance); λ = α makes the proximal coefficient λ/α = 1, as the
   reference code's λ = α_K = 1. ``config.yaml``'s FedAMP experiments do not use these
@@ -71,15 +71,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, ClientModels, register_algorithm
 from pflrepro.algorithms.registry import hyper, require_positive
 from pflrepro.store.results import MODEL_DISTANCE, WEIGHT, MetricLog
 from pflrepro.training.optim import Params
 from pflrepro.training.params import take
 from pflrepro.training.terms import GradTerm, Proximal
 
+
+class FedAMPState(ClientModels):
+    """Each client's model and optimiser state (stacked), and what the last round used."""
+
+    xi: torch.Tensor  #: ξ (K, K), float64: NaN before round 1
+    distance: torch.Tensor  #: the distances ξ came from (K, K), float64: NaN before round 1
+
+
 #: How FedAMP / HeurFedAMP clients start: one seeded model copied to every client (the
-#: reference implementations), or a model of its own per client (our former default).
+#: reference implementations), or a model of its own per client.
 AMP_INITS = ("shared", "independent")
 #: FedAMP's server step α_k per round: α capped to keep ξ_ii >= 0, or α as given.
 AMP_STEPS = ("capped", "fixed")
@@ -208,7 +216,7 @@ def mix(stacked: Params, xi: torch.Tensor) -> Params:
 
 
 @register_algorithm
-class FedAMP(Algorithm):
+class FedAMP(Algorithm[FedAMPState]):
     """Attention-weighted cloud models, proximal local training; see the module docstring."""
 
     name = "fedamp"
@@ -237,17 +245,16 @@ class FedAMP(Algorithm):
         lam = float(values.get("lam", float(values.get("prox", 1.0)) * alpha))
         return {"sigma": sigma, "alpha": alpha, "lam": lam}
 
-    def init(self) -> State:
+    def init(self) -> FedAMPState:
         """One shared model copied to every client, an optimiser state per client.
 
         ``init: independent`` draws one model per client. No ξ and distances yet (NaN).
         """
         e = self.engine
-        state: State = e.client_init(shared=self.hp.init == "shared")
+        start = e.client_init(shared=self.hp.init == "shared")
         nan = torch.full((e.num_clients, e.num_clients), float("nan"), dtype=torch.float64)
-        state["xi"] = nan
-        state["distance"] = nan.clone()
-        return state
+        return {"params": start["params"], "opt": start["opt"], "xi": nan,
+                "distance": nan.clone()}
 
     def attention(self, flat: torch.Tensor, squared: torch.Tensor,
                   step: float | None = None) -> torch.Tensor:
@@ -277,7 +284,7 @@ class FedAMP(Algorithm):
         alpha = self.hp.alpha if step is None else step
         return (Proximal(cloud, self.hp.lam / alpha, per_client=True),)
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedAMPState, rnd: int) -> tuple[FedAMPState, np.ndarray]:
         """Server: ξ and cloud models from the current w; clients: proximal training from u_i."""
         e = self.engine
         flat = flatten(state["params"])
@@ -295,11 +302,12 @@ class FedAMP(Algorithm):
         e.traffic.exchange(range(e.num_clients), up=e.model_size, down=e.model_size)
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedAMPState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its own model w_i."""
         return self.engine.probs(take(state["params"], client), x)
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: FedAMPState, rnd: int, log: MetricLog) -> None:
         """Log ξ_ij used in round ``rnd`` (client i, peer j) and its distances.
 
         The distances are mean squared per parameter; nothing is logged at round 0.

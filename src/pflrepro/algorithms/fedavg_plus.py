@@ -14,8 +14,8 @@ import dataclasses
 
 import torch
 
-from pflrepro.algorithms.base import State, register_algorithm
-from pflrepro.algorithms.fedavg import FedAvgBase
+from pflrepro.algorithms.base import register_algorithm
+from pflrepro.algorithms.fedavg import FedAvgBase, FedAvgState
 from pflrepro.algorithms.registry import hyper
 
 
@@ -28,7 +28,7 @@ class FedAvgPlusHyper:
 
 
 @register_algorithm
-class FedAvgPlus(FedAvgBase):
+class FedAvgPlus(FedAvgBase[FedAvgState]):
     """FedAvg training; each client predicts with its locally tuned copy."""
 
     name = "fedavg_plus"
@@ -36,7 +36,8 @@ class FedAvgPlus(FedAvgBase):
     summary = "FedAvg+ (FedAvg with local tuning before evaluation, Jiang et al. 2019)."
     Hyper = FedAvgPlusHyper
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedAvgState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Tune a copy of the global model on the client's data, then predict."""
         e = self.engine
         steps = e.steps_per_round(client, epochs=self.hp.finetune_epochs)

@@ -44,9 +44,8 @@ Choices where the paper or the reference is silent, or where this project deviat
   KL(teacher ‖ student) on the held-out rows: a continuous score that keeps improving by
   tiny amounts, so distillation mostly runs far longer than the reference's; measured
   at CPU scale, PerFed-CKT Table 1, C = 0.1, 30 rounds: 108,900 server steps against
-  43,300 with 'agreement' and 30,000 for the former fixed 1,000 per round) or 'none'
-  (no hold-out, all ``server_steps`` steps, the last iterate returned: the former
-  behaviour of this module);
+  43,300 with 'agreement' and 30,000 with a fixed 1,000 per round) or 'none'
+  (no hold-out, all ``server_steps`` steps, the last iterate returned);
 * if ``server_steps`` < ``eval_every`` no score is ever taken and the last iterate is
   returned (the reference would fail there);
 * server mini-batches of ``public_batch`` rows (0 = ``training.batch_size``; the
@@ -55,7 +54,7 @@ Choices where the paper or the reference is silent, or where this project deviat
   (seed, round, 'distill-<group>'); the reference reshuffles per epoch with a short
   last batch;
 * ``lr_schedule: constant`` and ``clip_norm: 0`` switch the schedule and the clipping
-  off (the former behaviour of this module);
+  off;
 * a group with no participant in a round keeps its model (nothing to average, and its
   members get no new model that round); every group that had one is distilled;
 * clients keep their own optimiser state across rounds, as in :mod:`.fedavg`.
@@ -77,11 +76,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from typing import TypedDict
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, torch_generator
 from pflrepro.training.distillation import distill_loss_and_grad
@@ -92,6 +92,13 @@ log = logging.getLogger(__name__)
 
 #: ``clip_grad_norm_``'s guard against a zero norm (torch adds it to the norm).
 CLIP_EPS = 1e-6
+
+
+class FedDFState(TypedDict):
+    """FedDF's state (lists: architectures may differ)."""
+
+    globals: list[Params]  #: one global model per architecture
+    opt: list[OptState]  #: each client's optimiser state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +184,7 @@ class EarlyStopping:
 
 
 @register_algorithm
-class FedDF(Algorithm):
+class FedDF(Algorithm[FedDFState]):
     """A global model per architecture: FedAvg within it, distilled from every client."""
 
     name = "feddf"
@@ -189,7 +196,7 @@ class FedDF(Algorithm):
     needs_public = True
     heterogeneous_models = True
 
-    def init(self) -> State:
+    def init(self) -> FedDFState:
         """A global model per architecture (seed slot: no client); per-client optimisers."""
         e = self.engine
         if e.data.public is None:
@@ -256,7 +263,7 @@ class FedDF(Algorithm):
         stopper = EarlyStopping(hp.patience) if hp.early_stopping != "none" else None
         best: Params | None = None
         for s, batch in enumerate(batches):
-            _, grads = distill_loss_and_grad(e, work, public[batch], teacher[batch])
+            _, grads = distill_loss_and_grad(e.context, work, public[batch], teacher[batch])
             if hp.clip_norm > 0:
                 clip_global_norm_(grads, hp.clip_norm)
             lr = self.lr_at(s)
@@ -275,7 +282,7 @@ class FedDF(Algorithm):
                       rnd, arch, done, stopper.best, stopper.best_step)
         return work if best is None else best
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedDFState, rnd: int) -> tuple[FedDFState, np.ndarray]:
         """Participants train from their group's model; average per group; distill."""
         e = self.engine
         public = e.data.public
@@ -301,7 +308,8 @@ class FedDF(Algorithm):
             state["globals"][arch] = self.distill(model, teacher, rnd, arch)
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedDFState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The global model of the client's architecture."""
         e = self.engine
         return e.probs(state["globals"][e.arch_of[client]], x)

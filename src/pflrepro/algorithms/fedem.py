@@ -29,25 +29,56 @@ stays 0 (plain EM); the reported training loss of client i is Σ_m of the mean
 weighted M-step batch loss of component m (the q-weighted loss the M-step minimises).
 
 Training path: component m's M-step of every client is one call of
-:meth:`pflrepro.training.engine.Engine.train` with the per-sample weights q_s(m) as the shared
-objective :class:`pflrepro.training.objectives.SampleWeighted` (one weight row per client over
-the data set's rows): the per-client loop on the CPU (byte-identical to this file's
-former own loop), vmapped on CUDA.
+:meth:`pflrepro.training.engine.Engine.train` with the per-sample weights q_s(m) as the
+objective :class:`SampleWeighted` (one weight row per client over the data set's rows):
+the per-client loop on the CPU, vmapped on CUDA.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.store.results import WEIGHT, MetricLog
-from pflrepro.training.objectives import SampleWeighted
+from pflrepro.training.objective import Aux, Batch, Objective, per_client_field
+from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import stack, take, weighted_mean
+
+
+class FedEMState(TypedDict):
+    """FedEM's state."""
+
+    components: Params  #: the M shared components, stacked by component
+    pi: torch.Tensor  #: each client's mixture weights π (K, M), float64
+    opt: OptState  #: optimiser states, stacked by client, then component
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleWeighted(Objective):
+    """``Σ_s weight_s · ℓ_s / |batch|``: the batch's cross-entropy, each sample weighted.
+
+    ``weights`` has one entry per row of the data set (a client's batch uses the entries
+    of its samples' rows), one such row per client when ``per_client``. With all weights
+    1 it is the plain mean loss. FedEM's M-step for component m: weight_s = q_s(m).
+    """
+
+    weights: torch.Tensor = per_client_field()
+    per_client: bool = False
+
+    def loss(self, model: nn.Module, params: Params, batch: Batch, extra: object,
+             state: object) -> tuple[torch.Tensor, Aux]:
+        """Padding has mask 0; the weights are divided by the real batch size."""
+        out = functional_call(model, params, (batch.x,))
+        weight = self.weights[batch.idx] * batch.mask / batch.count
+        return (F.cross_entropy(out, batch.y, reduction="none") * weight).sum(), {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +96,7 @@ class FedEMHyper:
 
 
 @register_algorithm
-class FedEM(Algorithm):
+class FedEM(Algorithm[FedEMState]):
     """Mixture of M shared components, per-client mixture weights; see the module docstring."""
 
     name = "fedem"
@@ -75,7 +106,7 @@ class FedEM(Algorithm):
     records = (WEIGHT,)
 
     # ------------------------------------------------------------------ state
-    def init(self) -> State:
+    def init(self) -> FedEMState:
         """M components from distinct seeds, uniform π, optimiser states (client, component)."""
         e = self.engine
         m_all = self.hp.components
@@ -86,7 +117,7 @@ class FedEM(Algorithm):
         return {"components": components, "pi": pi, "opt": opt}
 
     # ------------------------------------------------------------------ E-step
-    def posteriors(self, state: State, client: int) -> torch.Tensor:
+    def posteriors(self, state: FedEMState, client: int) -> torch.Tensor:
         """q_s(m) for client ``client``'s training samples: (n_train, M), float64.
 
         q_s(m) = softmax_m(log π_im − ℓ(h_m(x_s), y_s)), with the current components.
@@ -103,7 +134,7 @@ class FedEM(Algorithm):
             return torch.softmax(log_prior - losses, dim=1).clone()
 
     # ------------------------------------------------------------------ round
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedEMState, rnd: int) -> tuple[FedEMState, np.ndarray]:
         """E-step and weighted M-step on every client; size-weighted server average."""
         e = self.engine
         m_all = self.hp.components
@@ -138,7 +169,8 @@ class FedEM(Algorithm):
         return state, losses
 
     # ------------------------------------------------------------------ predict
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedEMState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Mixture Σ_m π_im p(y | x; h_m)."""
         e = self.engine
         pi = state["pi"][client]
@@ -147,6 +179,6 @@ class FedEM(Algorithm):
             out += float(pi[m]) * e.probs(take(state["components"], m), x)
         return out
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: FedEMState, rnd: int, log: MetricLog) -> None:
         """Log the mixture weights π_im (client i, peer = component m)."""
         log.add_matrix(rnd, WEIGHT, state["pi"].numpy())

@@ -65,7 +65,7 @@ with ``benchmarks/federico_readings.py``; numbers in docs/methods/federico.md):
   rounds", weights that still move with β (Fig. 7). One warm-up round gives Fig. 3's
   structure and footnote 4's zeros at CPU scale (Fig. 7's movement only faintly:
   group-mates' models are about equally good), and more rounds add nothing but delay
-  (measurements: docs/methods/federico.md); 0 is the former behaviour, bit for bit.
+  (measurements: docs/methods/federico.md#warmup_rounds); 0 starts without a warm-up.
 * ``ema_start``: the EMA L̂^(t) = (1 − β) L̂^(t−1) + β ℓ^(t) is given without L̂ before
   the first loss. ``first`` (default): an entry starts at its first loss (the table's
   start holds the losses themselves, whatever β); ``zero``: L̂ = 0 before any loss, so
@@ -91,13 +91,13 @@ clients.
 
 Training path: the M-step trains every model k in one
 :meth:`pflrepro.training.engine.Engine.train` call with the objective
-:class:`~pflrepro.training.objectives.PeerWeighted`: per model, one stream per user i that used
-it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.training.objectives.Stream` with
+:class:`PeerWeighted`: per model, one stream per user i that used
+it (sorted), seeded by i and drawn from D_i (:class:`~pflrepro.training.objective.Stream` with
 ``client=i``: the owner's with purpose ``local``, another user's with
 ``federico_mstep_<k>``; with ``mstep: full`` a ``whole`` stream, D_i in stored order),
 coefficient c_ik; the call's own batches go unused. On the per-client loop (the CPU)
-each step adds the users' terms in the order of the clients; on CUDA the models train
-in one vectorised pass, a client with fewer users padded with empty streams
+each step's loss sums the users' terms in the order of the clients; on CUDA the models
+train in one vectorised pass, a client with fewer users padded with empty streams
 (coefficient 0).
 """
 
@@ -107,13 +107,79 @@ import dataclasses
 
 import numpy as np
 import torch
+from torch import nn
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, ClientModels, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.seeding import numpy_generator
 from pflrepro.store.results import WEIGHT, MetricLog
-from pflrepro.training.objectives import PeerWeighted, Stream
+from pflrepro.training.objective import (
+    Aux,
+    Batch,
+    Objective,
+    Stream,
+    masked_ce,
+    per_client_field,
+)
+from pflrepro.training.optim import Params
 from pflrepro.training.params import take
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerWeighted(Objective):
+    """``Σ_u coef_u · mean ℓ(batch of stream u)``: one model trained on several clients' data.
+
+    ``users``: a trained client's streams (each usually with ``client`` set: a batch of
+    that user's training rows, drawn and seeded by the user); ``coef``: the weight of
+    each stream's batch-mean cross-entropy, float64, zero beyond the client's streams.
+    Per client (``per_client``, the default): a tuple of such stream tuples and a (C, U)
+    matrix. The training call's own batch is not used; a client with no stream takes a
+    zero gradient. The reported loss is Σ_u coef_u ℓ_u (float64). FedeRiCo's M-step
+    (Sui et al. 2022, eq. 4-6): model k on the batches of every client i that used it,
+    coefficient w_ik.
+    """
+
+    users: tuple[Stream, ...] | tuple[tuple[Stream, ...], ...] = per_client_field()
+    coef: torch.Tensor = per_client_field()
+    per_client: bool = True
+
+    def __post_init__(self) -> None:
+        rows = self.users if self.per_client else (self.users,)
+        coef = self.coef if self.per_client else self.coef.unsqueeze(0)
+        if coef.dim() != 2 or coef.shape[0] != len(rows):
+            raise ValueError(f"coef must be ({len(rows)}, U), got {tuple(self.coef.shape)}")
+        widest = max((len(u) for u in rows), default=0)
+        if coef.shape[1] < widest:
+            raise ValueError(f"coef has {coef.shape[1]} columns for {widest} streams")
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The streams of the one trained client (a row or a shared objective)."""
+        if self.per_client:
+            raise TypeError("a per-client PeerWeighted has streams per client: "
+                            "client_streams(i)")
+        return self.users  # type: ignore[return-value]
+
+    def loss(self, model: nn.Module, params: Params, batch: Batch, extra: list[Batch],
+             state: object) -> tuple[torch.Tensor, Aux]:
+        """A forward per stream (padded slots carry mask 0), weighted and summed."""
+        first = next(iter(params.values()))
+        coef = self.coef.to(first.device)
+        total = torch.zeros((), dtype=first.dtype, device=first.device)
+        reported = torch.zeros((), dtype=torch.float64, device=first.device)
+        for u, b in enumerate(extra):
+            ce = masked_ce(model, params, b)
+            total = total + coef[u].to(first.dtype) * ce
+            reported = reported + coef[u] * ce.detach().to(torch.float64)
+        return total, {"loss": reported}
+
+
+class FedeRiCoState(ClientModels):
+    """Each client's model and optimiser state (stacked), and the E-step's tables."""
+
+    last: torch.Tensor  #: the latest loss ℓ_ij of model j on client i (K, K)
+    table: torch.Tensor  #: the tracked losses L̂_ij (K, K): NaN where unknown
+    weights: torch.Tensor  #: w_ij = softmax_j(−L̂_ij) (K, K)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +227,7 @@ class FedeRiCoHyper:
 
 
 @register_algorithm
-class FedeRiCo(Algorithm):
+class FedeRiCo(Algorithm[FedeRiCoState]):
     """Decentralised EM with ε-greedy neighbour sampling; see the module docstring."""
 
     name = "federico"
@@ -170,10 +236,14 @@ class FedeRiCo(Algorithm):
     records = (WEIGHT,)
 
     # ------------------------------------------------------------------ state
-    def init(self) -> State:
+    def init(self) -> FedeRiCoState:
         """Own model per client; the loss table of :meth:`start_table` at round 0."""
-        state: State = self.engine.client_init()
-        self.start_table(state, 0)
+        e = self.engine
+        start = e.client_init()
+        unknown = torch.full((e.num_clients, e.num_clients), float("nan"), dtype=torch.float64)
+        state: FedeRiCoState = {"params": start["params"], "opt": start["opt"],
+                                "last": unknown, "table": unknown, "weights": unknown}
+        self.start_table(state, 0)  # sets the three tables
         return state
 
     @property
@@ -186,7 +256,7 @@ class FedeRiCo(Algorithm):
         """Whether the EMA table starts from L̂ = 0 (``ema_start: zero``, EMA tracking)."""
         return self.hp.loss_tracking == "ema" and self.hp.ema_start == "zero"
 
-    def start_table(self, state: State, rnd: int) -> None:
+    def start_table(self, state: FedeRiCoState, rnd: int) -> None:
         """The loss table at the end of round ``rnd`` (0: before round 1): own or all-to-all.
 
         During the warm-up (``rnd`` < :attr:`warmup`) and with M = 0 no other model has
@@ -229,7 +299,7 @@ class FedeRiCo(Algorithm):
         mean = e.mean_loss(params, client, "train")
         return mean * e.n_train(client) if self.hp.estep_loss == "sum" else mean
 
-    def _losses(self, state: State, pairs: list[list[int]]) -> torch.Tensor:
+    def _losses(self, state: FedeRiCoState, pairs: list[list[int]]) -> torch.Tensor:
         """ℓ_ij for client i and each j in ``pairs[i]`` (NaN elsewhere), float64."""
         e = self.engine
         out = torch.full((e.num_clients, e.num_clients), float("nan"), dtype=torch.float64)
@@ -262,7 +332,7 @@ class FedeRiCo(Algorithm):
                 chosen.append(sorted(top.tolist()))
         return chosen
 
-    def track(self, state: State, fresh: torch.Tensor, rnd: int) -> None:
+    def track(self, state: FedeRiCoState, fresh: torch.Tensor, rnd: int) -> None:
         """Fold the refreshed losses ``fresh`` (NaN = not refreshed) into the table.
 
         EMA: L̂ ← (1 − β) L̂ + β ℓ on refreshed entries. Accumulative: every known entry
@@ -312,7 +382,7 @@ class FedeRiCo(Algorithm):
                 coef[k, u] = float(w[i, k]) * scale
         return (None if mode == "epoch" else 1), PeerWeighted(tuple(streams), coef)
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedeRiCoState, rnd: int) -> tuple[FedeRiCoState, np.ndarray]:
         """ε-greedy sampling, E-step on the refreshed losses, weighted M-step.
 
         A warm-up round samples no one: each model takes its owner's local steps (w_ii
@@ -357,7 +427,8 @@ class FedeRiCo(Algorithm):
                     e.traffic.send_down(j, steps * (p + 1))
 
     # ------------------------------------------------------------------ predict
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedeRiCoState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Mixture Σ_j w_ij p(y | x; φ_j)."""
         e = self.engine
         w = state["weights"][client].to(torch.float32)
@@ -366,6 +437,6 @@ class FedeRiCo(Algorithm):
             out += float(w[j]) * e.probs(take(state["params"], j), x)
         return out
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: FedeRiCoState, rnd: int, log: MetricLog) -> None:
         """Log the client weights w_ij (client i, peer j)."""
         log.add_matrix(rnd, WEIGHT, state["weights"].numpy())

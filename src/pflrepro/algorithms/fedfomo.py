@@ -47,7 +47,7 @@ fomo --baseline_model first_model``, default ``--model_delta_norm l1``) does, an
   and round 1 is local training too; round t here is the official epoch t − 1, and
   ε_t = max(0, ε − (t − 1)·``epsilon_decay``) equals the official ε − epoch·decay.
 
-Named options that keep our earlier behaviour: ``reference: current`` scores the
+Named options for the other readings: ``reference: current`` scores the
 downloads against the client's current θ_i and moves from it (the client's own model is
 then not a candidate: its score would be 0/0; the official ``--baseline_model current``
 behaves the same), so a positive score for any download discards the client's last
@@ -88,13 +88,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, ClientModels, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.seeding import SETUP_ROUND, numpy_generator, torch_generator
 from pflrepro.store.results import WEIGHT, MetricLog
@@ -103,6 +103,19 @@ from pflrepro.training.params import put, put_rows, rows, take
 
 if TYPE_CHECKING:  # the engine imports algorithms.base: no runtime import
     from pflrepro.training.engine import Engine
+
+
+class FedFomoReference(TypedDict, total=False):
+    """The key with ``reference: previous`` only (a class of its own: optional keys)."""
+
+    previous: Params  #: φ_i, stacked by client
+
+
+class FedFomoState(ClientModels, FedFomoReference):
+    """Each client's model and optimiser state (stacked), φ, the affinities, the weights."""
+
+    affinity: torch.Tensor  #: the download affinities P (K, K), float64
+    weights: torch.Tensor  #: the last round's weights w_ij (K, K), float64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,14 +137,14 @@ class FedFomoHyper:
                            "update starts from: 'previous' = the client's model before its "
                            "last local training, its trained model being a candidate too "
                            "(official code, baseline 'first_model'); 'current' = its trained "
-                           "model, downloads only (our former choice: a positive download "
-                           "discards the client's last training).",
+                           "model, downloads only (a positive download discards the "
+                           "client's last training).",
                            choices=("previous", "current"))
     distance: str = hyper("l1", "Parameter distance dividing the loss gains: 'l1' = Σ|θ_c − φ_i| "
-                          "(official default); 'l2' = Euclidean norm (our former choice).",
+                          "(official default); 'l2' = Euclidean norm (no official choice).",
                           choices=("l1", "l2"))
     init: str = hyper("shared", "'shared': every client starts from one seeded model (official "
-                      "code); 'independent': each client draws its own (our former choice).",
+                      "code); 'independent': each client draws its own.",
                       choices=("shared", "independent"))
 
     def __post_init__(self) -> None:
@@ -182,7 +195,7 @@ def fomo_update(ref: Params, models: dict[int, Params], weights: dict[int, float
 
 
 @register_algorithm
-class FedFomo(Algorithm):
+class FedFomo(Algorithm[FedFomoState]):
     """Per-client models updated by validation-scored first-order model mixing."""
 
     name = "fedfomo"
@@ -216,19 +229,20 @@ class FedFomo(Algorithm):
             self.fit.append(idx[order[n_val:].to(idx.device)].sort().values)
 
     # ------------------------------------------------------------------ state
-    def init(self) -> State:
+    def init(self) -> FedFomoState:
         """Models, optimisers, φ (``reference: previous``), zero affinities and weights.
 
         Every client starts from one model (``init: independent``: one each); φ starts
         as that model.
         """
         e = self.engine
-        state: State = e.client_init(shared=self.hp.init == "shared")
-        if self.hp.reference == "previous":
-            state["previous"] = {k: v.clone() for k, v in state["params"].items()}
+        start = e.client_init(shared=self.hp.init == "shared")
         k_all = e.num_clients
-        state["affinity"] = torch.zeros(k_all, k_all, dtype=torch.float64)
-        state["weights"] = torch.zeros(k_all, k_all, dtype=torch.float64)
+        state: FedFomoState = {"params": start["params"], "opt": start["opt"],
+                               "affinity": torch.zeros(k_all, k_all, dtype=torch.float64),
+                               "weights": torch.zeros(k_all, k_all, dtype=torch.float64)}
+        if self.hp.reference == "previous":
+            state["previous"] = {k: v.clone() for k, v in start["params"].items()}
         return state
 
     # ------------------------------------------------------------------ pieces
@@ -263,7 +277,7 @@ class FedFomo(Algorithm):
         return chosen
 
     # ------------------------------------------------------------------ round
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedFomoState, rnd: int) -> tuple[FedFomoState, np.ndarray]:
         """Participants score the candidates on their validation set, mix, train."""
         e = self.engine
         k_all = e.num_clients
@@ -317,11 +331,12 @@ class FedFomo(Algorithm):
         return state, losses
 
     # ------------------------------------------------------------------ predict
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedFomoState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
         return self.engine.probs(take(state["params"], client), x)
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: FedFomoState, rnd: int, log: MetricLog) -> None:
         """Log the round's normalised weights w_ij (client i, candidate j; 0 otherwise).
 
         w_ii is the weight of the client's own trained model (``reference: previous``).

@@ -85,8 +85,8 @@ Choices where the paper's text is silent (ours, configurable where marked):
   (``gate_mass``: client s, peer = expert k) and q (``expert_posterior``: the *client*
   column holds the class c, peer = expert k; with a local ``posterior``, the pooled q).
 
-Local steps: :class:`pflrepro.training.objectives.GatedExperts` (experts and gate in one
-parameter dict) through :meth:`pflrepro.training.engine.Engine.train` (any path), a chunk
+Local steps: :class:`pflrepro.algorithms.fedmix_experts.GatedExperts` (experts and gate
+in one parameter dict) through :meth:`pflrepro.training.engine.Engine.train` (any path), a chunk
 of clients at a time (:data:`CHUNK_BYTES`). Measurements: docs/methods/fedmix.md.
 """
 
@@ -94,15 +94,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypedDict
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
-from pflrepro.algorithms.registry import hyper
-from pflrepro.seeding import SETUP_ROUND, torch_generator
-from pflrepro.store.results import EXPERT_POSTERIOR, GATE_MASS, MetricLog
-from pflrepro.training.objectives import (
+from pflrepro.algorithms.base import Algorithm, register_algorithm
+from pflrepro.algorithms.fedmix_experts import (
     EXPERT_LOSS_KEY,
     GatedExperts,
     gate_logits,
@@ -110,7 +108,10 @@ from pflrepro.training.objectives import (
     join_experts,
     split_experts,
 )
-from pflrepro.training.optim import Params
+from pflrepro.algorithms.registry import hyper
+from pflrepro.seeding import SETUP_ROUND, torch_generator
+from pflrepro.store.results import EXPERT_POSTERIOR, GATE_MASS, MetricLog
+from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import RunningMean, broadcast, put, stack, take
 
 OBJECTIVES = ("bound", "marginal")
@@ -120,6 +121,21 @@ GATES = ("learned", "one_hot")
 #: Bytes of one chunk's stacked experts (float32): the clients whose local steps run
 #: together, so a round holds a few clients' K experts at a time, not every client's.
 CHUNK_BYTES = 1 << 30
+
+
+class FedMixLocalQ(TypedDict, total=False):
+    """The key with a local q only (a class of its own: optional keys)."""
+
+    q_local: torch.Tensor  #: each client's own q (S, C', K), float64
+
+
+class FedMixState(FedMixLocalQ):
+    """FedMix's state."""
+
+    experts: Params  #: the K experts, stacked by expert
+    q: torch.Tensor  #: the pooled posterior q(z | y) (C, K), float64
+    gates: Params  #: each client's gate, stacked by client ({} without a learned gate)
+    opt: OptState  #: each client's optimiser state of its experts and gate, stacked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,35 +164,23 @@ class FedMixHyper:
                              minimum=0)
 
     def __post_init__(self) -> None:
-        for key in ("experts", "gate_hidden"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"fedmix: {key} must be an int, got {value!r}")
-        if self.experts < 1:
-            raise ValueError(f"fedmix: experts must be >= 1, got {self.experts}")
-        if self.gate_hidden < 0:
-            raise ValueError(f"fedmix: gate_hidden must be >= 0, got {self.gate_hidden}")
-        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta)
-                and self.beta > 0):
+        """The checks the declared types, bounds and choices cannot state.
+
+        ``parse_hyper`` checks those; here: β strictly positive and finite, and the rules
+        between fields.
+        """
+        if not (math.isfinite(self.beta) and self.beta > 0):
             raise ValueError(f"fedmix: beta must be a finite number > 0, got {self.beta!r}")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"fedmix: objective must be one of {list(OBJECTIVES)}, "
-                             f"got {self.objective!r}")
-        if self.posterior not in POSTERIORS:
-            raise ValueError(f"fedmix: posterior must be one of {list(POSTERIORS)}, "
-                             f"got {self.posterior!r}")
         if self.posterior != "label" and self.objective != "bound":
             raise ValueError("fedmix: posterior label_shard or shard needs objective bound "
                              "(the marginal objective has no q)")
-        if self.gate not in GATES:
-            raise ValueError(f"fedmix: gate must be one of {list(GATES)}, got {self.gate!r}")
         if self.gate == "one_hot" and self.objective != "marginal":
             raise ValueError("fedmix: gate one_hot needs objective marginal (the bound's "
                              "q update takes log p(z|x), which a one-hot gate makes -inf)")
 
 
 @register_algorithm
-class FedMix(Algorithm):
+class FedMix(Algorithm[FedMixState]):
     """K shared experts, a local gate per client, a global q(z|y); see the module docstring."""
 
     name = "fedmix"
@@ -204,7 +208,7 @@ class FedMix(Algorithm):
         """Whether each client keeps its own q (``posterior`` label_shard or shard)."""
         return self.learns_q and self.hp.posterior != "label"
 
-    def init(self) -> State:
+    def init(self) -> FedMixState:
         """K experts from distinct seeds, a gate per client, uniform q, optimiser states."""
         e = self.engine
         k_all, s_all = self.hp.experts, e.num_clients
@@ -216,31 +220,32 @@ class FedMix(Algorithm):
         starts = ([e.init_params()] if k_all == 1
                   else [e.init_params(client=k) for k in range(k_all)])
         experts = {n: torch.stack([p[n] for p in starts]) for n in starts[0]}
-        state: State = {
-            "experts": experts,
-            "q": torch.full((e.data.num_classes, k_all), 1.0 / k_all, dtype=torch.float64),
-            "gates": {},
-        }
-        if self.local_q:  # (S, C', K): C' = C for q(z|y,s), 1 for q(z|s)
-            rows = e.data.num_classes if self.hp.posterior == "label_shard" else 1
-            state["q_local"] = torch.full((s_all, rows, k_all), 1.0 / k_all,
-                                          dtype=torch.float64)
+        stacked_gates: Params = {}
         if self.learned_gate:
             features = int(np.prod(e.data.x.shape[1:]))
             gates = [init_gate(features, self.hp.gate_hidden, k_all,
                                torch_generator(e.seed, SETUP_ROUND, s, "fedmix_gate"))
                      for s in range(s_all)]
-            state["gates"] = {n: torch.stack([g[n] for g in gates]).to(e.device)
-                              for n in gates[0]}
+            stacked_gates = {n: torch.stack([g[n] for g in gates]).to(e.device)
+                             for n in gates[0]}
         # one optimiser state per client for its experts and gate together (the
         # GatedExperts parameter dict; plain SGD keeps only a step count)
         joint = join_experts(starts,
-                             take(state["gates"], 0) if self.learned_gate else {})
-        state["opt"] = stack(e.init_opt(joint), s_all)
+                             take(stacked_gates, 0) if self.learned_gate else {})
+        state: FedMixState = {
+            "experts": experts,
+            "q": torch.full((e.data.num_classes, k_all), 1.0 / k_all, dtype=torch.float64),
+            "gates": stacked_gates,
+            "opt": stack(e.init_opt(joint), s_all),
+        }
+        if self.local_q:  # (S, C', K): C' = C for q(z|y,s), 1 for q(z|s)
+            rows = e.data.num_classes if self.hp.posterior == "label_shard" else 1
+            state["q_local"] = torch.full((s_all, rows, k_all), 1.0 / k_all,
+                                          dtype=torch.float64)
         return state
 
     # ------------------------------------------------------------------ pieces
-    def client_q(self, state: State, client: int) -> torch.Tensor:
+    def client_q(self, state: FedMixState, client: int) -> torch.Tensor:
         """The q(z | y = c) client ``client`` weights its samples with: (C, K), float64.
 
         The global q (``posterior: label``), or the client's own q(z | y, s) or q(z | s)
@@ -266,7 +271,7 @@ class FedMix(Algorithm):
         pooled = (counts[:, :, None] * tables).sum(0) / total.clamp_min(1.0)[:, None]
         return torch.where((total > 0)[:, None], pooled, mean)
 
-    def gate_log_probs(self, state: State, client: int, x: torch.Tensor) -> torch.Tensor:
+    def gate_log_probs(self, state: FedMixState, client: int, x: torch.Tensor) -> torch.Tensor:
         """The gate's log p(z = k | x, θ_client): (n, K), float32 (−inf off a one-hot's expert)."""
         return self._gate_log_probs(take(state["gates"], client) if self.learned_gate else {},
                                     client, x)
@@ -305,7 +310,7 @@ class FedMix(Algorithm):
         return torch.softmax(joint, dim=1).clone()
 
     # ------------------------------------------------------------------ round
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: FedMixState, rnd: int) -> tuple[FedMixState, np.ndarray]:
         """Local steps on the bound (or eq. 4); mass-weighted experts; q by eq. 6."""
         e = self.engine
         k_all, s_all = self.hp.experts, e.num_clients
@@ -398,7 +403,7 @@ class FedMix(Algorithm):
             out[seen] = torch.softmax(mean / float(self.hp.beta), dim=1)
         return out
 
-    def objective(self, state: State, mass: torch.Tensor) -> GatedExperts:
+    def objective(self, state: FedMixState, mass: torch.Tensor) -> GatedExperts:
         """Every client's local step (per client: its q, the experts it trains, its gate).
 
         Client s trains expert k when it gives it data mass (``mass[s, k]`` > 0); with a
@@ -423,7 +428,7 @@ class FedMix(Algorithm):
         size = max(1, min(s_all, CHUNK_BYTES // per_client))
         return [range(a, min(a + size, s_all)) for a in range(0, s_all, size)]
 
-    def local_training(self, state: State, rnd: int, mass: torch.Tensor,
+    def local_training(self, state: FedMixState, rnd: int, mass: torch.Tensor,
                        clients: range | None = None) -> list[tuple[Params, Params, float]]:
         """The local steps of ``clients`` (consecutive; all by default) in one train call.
 
@@ -455,7 +460,8 @@ class FedMix(Algorithm):
         return out
 
     # ------------------------------------------------------------------ predict
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedMixState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Σ_k p(y | x, w_k) p(z = k | x, θ_client) (eq. 4; no q)."""
         e = self.engine
         gate = self.gate_log_probs(state, client, x).exp()
@@ -464,7 +470,7 @@ class FedMix(Algorithm):
             out += gate[:, k:k + 1] * e.probs(take(state["experts"], k), x)
         return out
 
-    def predict_unseen(self, state: State, x: torch.Tensor) -> torch.Tensor:
+    def predict_unseen(self, state: FedMixState, x: torch.Tensor) -> torch.Tensor:
         """A shard never seen in training (no gate): p(y | x) ∝ Σ_k q(k | y) p(y | x, w_k)."""
         e = self.engine
         q = state["q"].to(device=e.device, dtype=torch.float32)  # (C, K)
@@ -474,7 +480,7 @@ class FedMix(Algorithm):
         return out / out.sum(dim=1, keepdim=True)
 
     # ------------------------------------------------------------------ record
-    def gate_mass(self, state: State) -> np.ndarray:
+    def gate_mass(self, state: FedMixState) -> np.ndarray:
         """(S, K): each client's mean p(z = k | x, θ_s) over its test inputs."""
         e = self.engine
         rows = []
@@ -484,7 +490,7 @@ class FedMix(Algorithm):
                         .mean(dim=0).cpu().numpy())
         return np.stack(rows)
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: FedMixState, rnd: int, log: MetricLog) -> None:
         """Log each client's mean gate (client, peer = expert) and q (class, peer = expert)."""
         log.add_matrix(rnd, GATE_MASS, self.gate_mass(state))
         log.add_matrix(rnd, EXPERT_POSTERIOR, state["q"].numpy())

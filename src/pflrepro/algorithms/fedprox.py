@@ -27,8 +27,8 @@ import dataclasses
 
 import torch
 
-from pflrepro.algorithms.base import State, register_algorithm
-from pflrepro.algorithms.fedavg import FedAvgBase
+from pflrepro.algorithms.base import register_algorithm
+from pflrepro.algorithms.fedavg import FedAvgBase, FedAvgState
 from pflrepro.algorithms.registry import hyper
 from pflrepro.training.terms import GradTerm, Proximal
 
@@ -41,10 +41,10 @@ class FedProxHyper:
                             "client's local objective (0 = FedAvg).", minimum=0.0)
 
 
-class FedProxBase(FedAvgBase):
+class FedProxBase(FedAvgBase[FedAvgState]):
     """FedAvg's round with the proximal term in every local step; no prediction rule."""
 
-    def terms(self, state: State) -> tuple[GradTerm, ...]:
+    def terms(self, state: FedAvgState) -> tuple[GradTerm, ...]:
         """μ (w − w_g): the pull towards this round's global model."""
         return (Proximal(state["global"], float(self.hp.mu)),)
 
@@ -58,6 +58,7 @@ class FedProx(FedProxBase):
     summary = "FedProx (Li et al. 2020): FedAvg with a proximal term μ/2‖w − w_global‖²."
     Hyper = FedProxHyper
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: FedAvgState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The global model's prediction."""
         return self.engine.probs(state["global"], x)

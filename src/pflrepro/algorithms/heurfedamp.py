@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from pflrepro.algorithms.base import State, register_algorithm
-from pflrepro.algorithms.fedamp import AMP_INITS, FedAMP
+from pflrepro.algorithms.base import register_algorithm
+from pflrepro.algorithms.fedamp import AMP_INITS, FedAMP, FedAMPState
 from pflrepro.algorithms.registry import hyper, require_positive
 
 
@@ -98,7 +98,7 @@ class HeurFedAMP(FedAMP):
             out["lam"] = float(values["prox"]) * alpha
         return out
 
-    def init(self) -> State:
+    def init(self) -> FedAMPState:
         """FedAMP's initial state; fewer than 2 clients raise ValueError."""
         if self.engine.num_clients < 2:
             raise ValueError(f"heurfedamp needs at least 2 clients, got {self.engine.num_clients}")

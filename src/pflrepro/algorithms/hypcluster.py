@@ -62,14 +62,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypedDict
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.store.results import CLUSTER, MetricLog
-from pflrepro.training.optim import Params
+from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import put_rows, rows, stack, take, weighted_mean
 
 
@@ -77,6 +78,14 @@ def _argmin(scores: np.ndarray) -> np.ndarray:
     """Row-wise first argmin of (clients, q) losses, NaN counting as +∞ (int64)."""
     scores = np.where(np.isnan(scores), math.inf, scores)
     return np.argmin(scores, axis=1).astype(np.int64)
+
+
+class HypClusterState(TypedDict):
+    """HypCluster's state."""
+
+    hypotheses: Params  #: the q hypotheses, stacked by hypothesis
+    cluster: torch.Tensor  #: each client's chosen hypothesis (K,), int64
+    opt: OptState  #: each client's optimiser state, stacked by client
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +106,7 @@ class HypClusterHyper:
 
 
 @register_algorithm
-class HypCluster(Algorithm):
+class HypCluster(Algorithm[HypClusterState]):
     """q shared hypotheses; each client trains and uses its lowest-loss one."""
 
     name = "hypcluster"
@@ -109,7 +118,7 @@ class HypCluster(Algorithm):
     client_sampling = True
 
     # ------------------------------------------------------------------ state
-    def init(self) -> State:
+    def init(self) -> HypClusterState:
         """The q hypotheses (0: FedAvg's start, m ≥ 1: seed slot m), initial choices, opt states."""
         e = self.engine
         drawn = [e.init_params() if m == 0 else e.init_params(client=m)
@@ -136,7 +145,7 @@ class HypCluster(Algorithm):
         return torch.from_numpy(_argmin(self.losses(hypotheses, clients)))
 
     # ------------------------------------------------------------------ round
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: HypClusterState, rnd: int) -> tuple[HypClusterState, np.ndarray]:
         """Choose, train the chosen hypothesis locally, average per hypothesis by size.
 
         Only the round's participants (all by default) choose and train; the others
@@ -170,7 +179,7 @@ class HypCluster(Algorithm):
         return state, losses
 
     # ------------------------------------------------------------------ predict
-    def current_choice(self, state: State, client: int) -> int:
+    def current_choice(self, state: HypClusterState, client: int) -> int:
         """argmin_m L_client(h_m) over the current hypotheses (ties: lowest m; NaN = +∞)."""
         e = self.engine
         hypotheses = state["hypotheses"]
@@ -178,11 +187,12 @@ class HypCluster(Algorithm):
                   for m in range(self.hp.hypotheses)]
         return int(_argmin(np.asarray([scores], dtype=np.float64))[0])
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: HypClusterState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The prediction of the hypothesis of lowest current training loss for the client."""
         m = self.current_choice(state, client)
         return self.engine.probs(take(state["hypotheses"], m), x)
 
-    def record(self, state: State, rnd: int, log: MetricLog) -> None:
+    def record(self, state: HypClusterState, rnd: int, log: MetricLog) -> None:
         """Log each client's chosen hypothesis index (metric ``cluster``)."""
         log.add_per_client(rnd, CLUSTER, state["cluster"].tolist())

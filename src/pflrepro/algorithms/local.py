@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, ClientModels, register_algorithm
 from pflrepro.training.params import put_rows, rows, take
 
 
 @register_algorithm
-class Local(Algorithm):
+class Local(Algorithm[ClientModels]):
     """Each client runs its local steps every round; nothing is communicated."""
 
     name = "local"
@@ -23,11 +23,12 @@ class Local(Algorithm):
     summary = "Local training only, no collaboration (FedeRiCo 'Local', FedAMP 'Separate')."
     client_sampling = True
 
-    def init(self) -> State:
+    def init(self) -> ClientModels:
         """Each client initialises its own model and optimiser."""
-        return self.engine.client_init()
+        start = self.engine.client_init()
+        return {"params": start["params"], "opt": start["opt"]}
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: ClientModels, rnd: int) -> tuple[ClientModels, np.ndarray]:
         """Each of the round's participants trains on its own data (all by default)."""
         e = self.engine
         chosen = e.participants(rnd)
@@ -39,6 +40,7 @@ class Local(Algorithm):
         losses[chosen] = trained
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: ClientModels, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
         return self.engine.probs(take(state["params"], client), x)

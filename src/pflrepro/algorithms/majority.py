@@ -14,10 +14,18 @@ nobody (training losses NaN), so every evaluated round scores the same.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
+
+
+class MajorityState(TypedDict):
+    """Each client's majority training label (K,), int64."""
+
+    labels: torch.Tensor
 
 
 def majority_labels(labels: list[torch.Tensor], num_classes: int) -> torch.Tensor:
@@ -31,7 +39,7 @@ def majority_labels(labels: list[torch.Tensor], num_classes: int) -> torch.Tenso
 
 
 @register_algorithm
-class Majority(Algorithm):
+class Majority(Algorithm[MajorityState]):
     """Predicts each client's most frequent training label; trains and sends nothing."""
 
     name = "majority"
@@ -40,17 +48,18 @@ class Majority(Algorithm):
     client_sampling = True
     heterogeneous_models = True
 
-    def init(self) -> State:
+    def init(self) -> MajorityState:
         """Each client's majority training label (the whole state)."""
         e = self.engine
         labels = [e.data.y[idx] for idx in e.data.train]
         return {"labels": majority_labels(labels, e.data.num_classes)}
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: MajorityState, rnd: int) -> tuple[MajorityState, np.ndarray]:
         """Nothing trains: the state stays, every training loss is NaN."""
         return state, np.full(self.engine.num_clients, np.nan)
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: MajorityState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The one-hot vector of client ``client``'s majority label, for each row of ``x``."""
         e = self.engine
         out = torch.zeros((len(x), e.data.num_classes), dtype=torch.float32, device=x.device)

@@ -14,7 +14,7 @@ D, D', D'' of its training data:
 
 The paper's Per-FedAvg (HF) replaces the Hessian-vector product by a finite
 difference of two gradients (step δ); here it is computed *exactly* by double
-backward through autograd (:meth:`PerFedAvg.hessian_vector_product`), no finite
+backward through autograd (the gradient of the :class:`MAML` loss), no finite
 differences, so ``hf`` is the paper's Algorithm 1 with its stochastic MAML gradient
 unapproximated. The server averages the round's participants' w uniformly into the
 next global model, (1/|S|) Σ_{i∈S} w_i (Algorithm 1: w ← (1/(rn)) Σ_{i∈A_k} w_i, A_k
@@ -54,24 +54,25 @@ Choices where the paper is silent, or where this project differs from it:
   paper's experiments (again from memory); an ``hf`` step costs about twice an ``fo``
   step (one more batch and a double backward).
 
-Training path: the local MAML steps are the shared objective
-:class:`pflrepro.training.objectives.MAML` (the inner and Hessian batches as its extra seeded
-streams), trained by :meth:`pflrepro.training.engine.Engine.train` for the round's
-participants at once: the per-client loop on the CPU (byte-identical to this file's
-former own loop), vmapped on CUDA.
+Training path: the local MAML steps are the objective :class:`MAML` (the inner and
+Hessian batches as its extra seeded streams), trained by
+:meth:`pflrepro.training.engine.Engine.train` for the round's participants at once: the
+per-client loop on the CPU, vmapped on CUDA.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 import numpy as np
 import torch
+from torch import nn
+from torch.func import grad
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
-from pflrepro.training.objectives import MAML
-from pflrepro.training.objectives import hessian_vector_product as _hvp
+from pflrepro.training.objective import Aux, Batch, Objective, Stream, masked_ce
 from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import broadcast, stack, weighted_mean
 
@@ -89,6 +90,47 @@ FO, HF = "fo", "hf"
 #: Server averaging: uniform over the participants (the paper), or by training-set size.
 UNIFORM, WEIGHTED = "uniform", "weighted"
 AGGREGATIONS = (UNIFORM, WEIGHTED)
+
+#: Per-FedAvg's state: the global model and each client's optimiser state (stacked by
+#: client). ``global`` is a Python keyword, hence the call form of TypedDict.
+PerFedAvgState = TypedDict("PerFedAvgState", {"global": Params, "opt": OptState})
+
+
+@dataclasses.dataclass(frozen=True)
+class MAML(Objective):
+    """The MAML loss f(w − α g̃(w); D'), whose gradient is Per-FedAvg's step direction.
+
+    D' is the training call's own batch, D the batch of stream ``inner`` and, with
+    ``hessian`` set, D'' that of stream ``hessian``. g̃ has the value ∇f(w; D) and,
+    with ``hessian``, the derivative ∇²f(w; D'') (sg: no gradient): g̃ = sg(∇f(w; D)) +
+    ∇f(w; D'') − sg(∇f(w; D'')). So the gradient is ∇f(temp; D'), temp = w − α ∇f(w; D)
+    (first order), minus α ∇²f(w; D'') ∇f(temp; D') with ``hessian`` (an exact
+    Hessian-vector product by double backward). The loss is f(temp; D'). Per-FedAvg's
+    local step (Fallah et al. 2020, Algorithm 1: FO and HF variants).
+    """
+
+    alpha: float
+    inner: str
+    hessian: str | None = None
+    per_client: bool = False
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The inner batch's stream, then the Hessian batch's (if any)."""
+        names = (self.inner,) if self.hessian is None else (self.inner, self.hessian)
+        return tuple(Stream(n) for n in names)
+
+    def loss(self, model: nn.Module, params: Params, batch: Batch, extra: list[Batch],
+             state: object) -> tuple[torch.Tensor, Aux]:
+        """f(w − α g̃(w); D'), the inner gradients by nested ``torch.func.grad``."""
+        def f(p: Params, b: Batch) -> torch.Tensor:
+            return masked_ce(model, p, b)
+
+        g = {k: v.detach() for k, v in grad(f)(params, extra[0]).items()}
+        if self.hessian is not None:
+            g_h = grad(f)(params, extra[1])
+            g = {k: g[k] + (g_h[k] - g_h[k].detach()) for k in g}
+        return f({k: params[k] - self.alpha * g[k] for k in params}, batch), {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +152,7 @@ class PerFedAvgHyper:
 
 
 @register_algorithm
-class PerFedAvg(Algorithm):
+class PerFedAvg(Algorithm[PerFedAvgState]):
     """Per-FedAvg: MAML local steps, uniform averaging, one-step personalisation."""
 
     name = "per_fedavg"
@@ -121,44 +163,17 @@ class PerFedAvg(Algorithm):
     records = ()
     client_sampling = True
 
-    def init(self) -> State:
+    def init(self) -> PerFedAvgState:
         """One global model; one optimiser state per client."""
         e = self.engine
         start = e.init_params()
         return {"global": start, "opt": stack(e.init_opt(start), e.num_clients)}
 
-    def hessian_vector_product(self, params: Params, idx: torch.Tensor,
-                               vector: Params) -> Params:
-        """∇²f(params; idx) · vector, exactly: the gradient of ⟨∇f(params), vector⟩.
-
-        f is the mean cross-entropy on the samples ``idx``; double backward through the
-        engine's model (the calling thread's instance), no finite differences.
-        """
-        e = self.engine
-        return _hvp(e.net, e.data.x[idx], e.data.y[idx], params, vector)
-
     def objective(self) -> MAML:
         """The local step: the MAML gradient of the configured variant."""
         return MAML(float(self.hp.alpha), INNER, HESSIAN if self.hp.variant == HF else None)
 
-    def meta_gradient(self, w: Params, inner: torch.Tensor, outer: torch.Tensor,
-                      hessian: torch.Tensor | None) -> tuple[float, Params]:
-        """f(temp; D') and the step direction at ``w`` (FO, or HF when ``hessian`` is set).
-
-        temp = w − α ∇f(w; D); the direction is ∇f(temp; D'), minus
-        α ∇²f(w; D'') ∇f(temp; D') for the HF variant.
-        """
-        extra = [inner] if hessian is None else [inner, hessian]
-        objective = MAML(float(self.hp.alpha), INNER, None if hessian is None else HESSIAN)
-        return objective.loss_and_grad(self.engine, w, outer, {}, extra)
-
-    def local_steps(self, w: Params, opt: OptState, client: int, rnd: int
-                    ) -> tuple[Params, OptState, float]:
-        """Client ``client``'s τ MAML steps from ``w``; new w, optimiser state, mean loss."""
-        return self.engine.train_client(w, opt, client, rnd, OUTER,
-                                        objective=self.objective())
-
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: PerFedAvgState, rnd: int) -> tuple[PerFedAvgState, np.ndarray]:
         """The round's participants take MAML steps from the global model; the server averages.
 
         Their models are averaged uniformly (``aggregation: uniform``, the paper) or by
@@ -179,7 +194,7 @@ class PerFedAvg(Algorithm):
         e.traffic.exchange(chosen, up=e.model_size, down=e.model_size)
         return state, losses
 
-    def personalised(self, state: State, client: int, rnd: int) -> Params:
+    def personalised(self, state: PerFedAvgState, client: int, rnd: int) -> Params:
         """The global model after ``personal_steps`` α-steps of SGD on the client's data.
 
         Batches from the ``personalise`` stream of round ``rnd``: the same model every
@@ -193,6 +208,7 @@ class PerFedAvg(Algorithm):
             w = {k: w[k] - alpha * g[k] for k in w}
         return w
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: PerFedAvgState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its one-step personalisation of the global model."""
         return self.engine.probs(self.personalised(state, client, rnd), x)

@@ -42,26 +42,76 @@ Choices where the text is silent:
   the measurements and the majority-class reference);
 * c ≤ m is required (k-means cannot make more clusters than points).
 
-Training path: the local steps are the shared objective
-:class:`pflrepro.training.objectives.Distill` (the public batch its extra seeded stream, each
-client's centroid its target), trained by :meth:`pflrepro.training.engine.Engine.train` once
-per architecture for the round's participants of that architecture: the per-client
-loop on the CPU (byte-identical to this file's former own loop), vmapped on CUDA.
+Training path: the local steps are the objective :class:`Distill` (the public batch
+its extra seeded stream, each client's centroid its target), trained by
+:meth:`pflrepro.training.engine.Engine.train` once per architecture for the round's
+participants of that architecture: the per-client loop on the CPU, vmapped on CUDA.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 import numpy as np
 import torch
+from torch import nn
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.seeding import NO_CLIENT, derive_seed
-from pflrepro.training.objectives import Distill
+from pflrepro.training.distillation import distill_cross
+from pflrepro.training.objective import (
+    Aux,
+    Batch,
+    Objective,
+    Stream,
+    masked_ce,
+    per_client_field,
+)
 from pflrepro.training.optim import OptState, Params
 from pflrepro.training.params import take
+
+
+@dataclasses.dataclass(frozen=True)
+class Distill(Objective):
+    """The batch's mean cross-entropy plus ``lam`` × the mean KL(target ‖ s(w, x)) on P.
+
+    Each step also draws a batch of rows of the public set P (stream ``purpose``, rows
+    of ``batch_size`` or ``training.batch_size``); ``targets`` (|P|, N) holds a
+    probability vector per public row, one such matrix per client when ``per_client``.
+    Only the cross-entropy part −Σ target · log s(w, x) of the KL carries gradient.
+    The reported loss is the private batch's. PerFed-CKT's local step (Cho et al.
+    2021, eq. 2) towards the nearest centroid.
+    """
+
+    targets: torch.Tensor = per_client_field()
+    lam: float = 0.0
+    purpose: str = "public"
+    batch_size: int | None = None
+    per_client: bool = False
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:  # type: ignore[override]
+        """The public batch's stream."""
+        return (Stream(self.purpose, public=True, batch_size=self.batch_size),)
+
+    def loss(self, model: nn.Module, params: Params, batch: Batch, extra: list[Batch],
+             state: object) -> tuple[torch.Tensor, Aux]:
+        """Both losses in one pass; padding carries mask 0 in each."""
+        private = masked_ce(model, params, batch)
+        pub = extra[0]
+        cross = distill_cross(model, params, pub.x, self.targets[pub.idx], pub.mask, pub.count)
+        return private + self.lam * cross, {"loss": private.detach()}
+
+
+class PerFedCKTState(TypedDict):
+    """PerFed-CKT's state (lists by client: architectures may differ)."""
+
+    params: list[Params]  #: each client's model
+    opt: list[OptState]  #: each client's optimiser state
+    centroids: torch.Tensor  #: the clusters' soft decisions (clusters, |P|, classes)
+    has_centroids: torch.Tensor  #: () bool: whether any round has set the centroids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +151,7 @@ def nearest(centroids: torch.Tensor, decisions: torch.Tensor) -> int:
 
 
 @register_algorithm
-class PerFedCKT(Algorithm):
+class PerFedCKT(Algorithm[PerFedCKTState]):
     """Own model per client, co-distilled towards the nearest cluster centroid."""
 
     name = "perfedckt"
@@ -112,7 +162,7 @@ class PerFedCKT(Algorithm):
     needs_public = True
     heterogeneous_models = True
 
-    def init(self) -> State:
+    def init(self) -> PerFedCKTState:
         """Per-client models and optimiser states (lists: architectures may differ).
 
         No centroids yet.
@@ -128,11 +178,10 @@ class PerFedCKT(Algorithm):
                              f"clients sampled per round (client_fraction "
                              f"{e.cfg.client_fraction} of {e.num_clients})")
         params, opt = e.client_models()
-        state: State = {"params": params, "opt": opt}
         shape = (self.hp.clusters, len(public), e.data.num_classes)
-        state["centroids"] = torch.zeros(shape, dtype=torch.float32)
-        state["has_centroids"] = torch.zeros((), dtype=torch.bool)
-        return state
+        return {"params": params, "opt": opt,
+                "centroids": torch.zeros(shape, dtype=torch.float32),
+                "has_centroids": torch.zeros((), dtype=torch.bool)}
 
     def soft_decisions(self, params: Params) -> torch.Tensor:
         """s(w, x) for every x of the public set: (|P|, N) probabilities."""
@@ -162,7 +211,7 @@ class PerFedCKT(Algorithm):
         return Distill(targets, float(self.hp.lam), "public", self.hp.public_batch or None,
                        per_client=per_client)
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: PerFedCKTState, rnd: int) -> tuple[PerFedCKTState, np.ndarray]:
         """Sampled clients distill towards their nearest centroid, then k-means anew."""
         e = self.engine
         chosen = e.participants(rnd)
@@ -204,6 +253,7 @@ class PerFedCKT(Algorithm):
         state["has_centroids"] = torch.ones((), dtype=torch.bool)
         return state, losses
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: PerFedCKTState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """Client ``client`` predicts with its own model."""
         return self.engine.probs(state["params"][client], x)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pflrepro.algorithms.declarations import DeclarationError, Reader
+from pflrepro.choices import require_choice
 
 #: Modules of the package that are not methods.
 NOT_METHODS = frozenset({"base", "declarations", "registry"})
@@ -180,9 +181,9 @@ def parse_hyper(cls: Any, values: Mapping[str, Any]) -> Any:
             raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be "
                              f"{expected.__name__}, got {value!r}")
         meta = fields[key].metadata
-        if "choices" in meta and value not in meta["choices"]:
-            raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be one of "
-                             f"{list(meta['choices'])}, got {value!r}")
+        if "choices" in meta:
+            require_choice(value, meta["choices"],
+                           f"algorithm {cls.name!r}: hyperparameter {key!r}")
         if "minimum" in meta and value < meta["minimum"]:
             raise ValueError(f"algorithm {cls.name!r}: hyperparameter {key!r} must be >= "
                              f"{meta['minimum']}, got {value!r}")

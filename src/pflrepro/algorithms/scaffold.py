@@ -24,12 +24,12 @@ fresh every round (plain SGD has none to keep).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 
-from pflrepro.algorithms.base import Algorithm, State, register_algorithm
+from pflrepro.algorithms.base import Algorithm, register_algorithm
 from pflrepro.algorithms.registry import hyper
 from pflrepro.training.optim import Params
 from pflrepro.training.params import broadcast, put, rows, stack, take, weighted_mean
@@ -38,6 +38,10 @@ from pflrepro.training.terms import Offset
 if TYPE_CHECKING:  # engine imports algorithms.base: no runtime import
     from pflrepro.training.engine import Engine
 
+#: SCAFFOLD's state: the global model x, the server control c and the client controls
+#: c_i (stacked by client). ``global`` is a Python keyword, hence the call form.
+ScaffoldState = TypedDict("ScaffoldState", {"global": Params, "control": Params,
+                                            "client_control": Params})
 
 @dataclasses.dataclass(frozen=True)
 class ScaffoldHyper:
@@ -48,7 +52,7 @@ class ScaffoldHyper:
 
 
 @register_algorithm
-class Scaffold(Algorithm):
+class Scaffold(Algorithm[ScaffoldState]):
     """SCAFFOLD, option II control updates; with client sampling only the sampled update."""
 
     name = "scaffold"
@@ -69,7 +73,7 @@ class Scaffold(Algorithm):
         if hyper.server_lr <= 0:
             raise ValueError(f"scaffold: server_lr must be > 0, got {hyper.server_lr}")
 
-    def init(self) -> State:
+    def init(self) -> ScaffoldState:
         """Global model x; server control c and client controls c_i, all zero."""
         e = self.engine
         x = e.init_params()
@@ -77,7 +81,7 @@ class Scaffold(Algorithm):
         return {"global": x, "control": zeros,
                 "client_control": stack(zeros, e.num_clients)}
 
-    def round(self, state: State, rnd: int) -> tuple[State, np.ndarray]:
+    def round(self, state: ScaffoldState, rnd: int) -> tuple[ScaffoldState, np.ndarray]:
         """Corrected local SGD per participant, option II controls, uniform server step."""
         e = self.engine
         x, c = state["global"], state["control"]
@@ -94,7 +98,7 @@ class Scaffold(Algorithm):
         losses[chosen] = trained
         return self._server(state, y, chosen), losses
 
-    def _server(self, state: State, y: Params, chosen: list[int]) -> State:
+    def _server(self, state: ScaffoldState, y: Params, chosen: list[int]) -> ScaffoldState:
         """Option II controls c_i⁺ from the participants' models ``y``, then the server step.
 
         ``y`` is stacked in the order of ``chosen`` (the set S). c_i⁺ = c_i − c +
@@ -120,6 +124,7 @@ class Scaffold(Algorithm):
         state["control"] = {k: c[k] + share * mean_dc[k] for k in c}
         return state
 
-    def predict(self, state: State, client: int, x: torch.Tensor, rnd: int) -> torch.Tensor:
+    def predict(self, state: ScaffoldState, client: int, x: torch.Tensor, rnd: int
+                ) -> torch.Tensor:
         """The global model's prediction."""
         return self.engine.probs(state["global"], x)

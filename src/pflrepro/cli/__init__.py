@@ -26,6 +26,18 @@ For people rather than rules::
     pflrepro plan      [--profile profiles/demo] [-- SNAKEMAKE_ARGS]
     pflrepro status    [--results results --logs logs] [--config config.yaml]
 
+Every command's parser and argument handling is here, one family of commands per
+module: :mod:`~pflrepro.cli.inspect` (list, plan, status, verify),
+:mod:`~pflrepro.cli.config` (check-config, schema, other-config),
+:mod:`~pflrepro.cli.training` (train, run), :mod:`~pflrepro.cli.data` (prepare,
+partition, public, partition-stats), :mod:`~pflrepro.cli.tables` (aggregate, table,
+communication, claims, paper-vs-ours, report-html), :mod:`~pflrepro.cli.figures` (plot),
+:mod:`~pflrepro.cli.cost` (cost, cost-projection, grid-projection) and
+:mod:`~pflrepro.cli.tune` (tune-split, tune-select); :mod:`~pflrepro.cli.options` holds
+the options' types, :mod:`~pflrepro.cli.inputs` what the reporting commands read, and
+:mod:`~pflrepro.cli.support` the grouped help and the one-line errors. The layers below
+offer plain typed functions; none of them parses a command line.
+
 Layer (tests/unit/test_layers.py): the top; it may import every other layer.
 """
 
@@ -36,11 +48,24 @@ import logging
 from collections.abc import Sequence
 from typing import NoReturn
 
-from pflrepro.cli import data, people, reporting, training
+from pflrepro.cli import (
+    config,
+    cost,
+    data,
+    figures,
+    inspect,
+    tables,
+    training,
+    tune,
+)
 
 log = logging.getLogger("pflrepro")
 #: Every log line's format (a training run's own log file takes the same).
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: The modules of the commands, one family each; each adds its commands to the parser
+#: (the order of the help is :data:`pflrepro.cli.support.USER_COMMANDS` and
+#: :data:`~pflrepro.cli.support.JOB_COMMANDS`).
+COMMAND_FAMILIES = (inspect, config, training, data, tables, figures, cost, tune)
 #: What ``pflrepro --help`` says first (the commands follow, grouped).
 DESCRIPTION = ("The reproducibility pipeline's command line: commands for people, and the "
                "job commands the Snakemake rules run, one stage each.")
@@ -71,23 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="end (SIGTERM: a training job saves its checkpoint) when the "
                         "job's shell or the Snakemake running it ends (Linux)")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    from pflrepro.cli.commands import add_subcommands as add_commands  # prepare, grid-projection
-
-    add_commands(sub)
-    for group in (data, training, reporting, people):
-        group.add_subcommands(sub)
-    from pflrepro.reporting.report import add_subcommands  # report-html, paper-vs-ours
-
-    add_subcommands(sub)
-    from pflrepro.pipeline.tuning_jobs import (
-        add_subcommands as add_tuning,  # tune-split, tune-select
-    )
-
-    add_tuning(sub)
-    from pflrepro.cli.extra import add_subcommands as add_extra  # other-config, ...
-
-    add_extra(sub)
+    for family in COMMAND_FAMILIES:
+        family.add_subcommands(sub)
     from pflrepro.cli.support import group_help
 
     group_help(parser, sub)
@@ -96,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; known input errors print one line and return 1."""
-    from pflrepro.cli.support import check_source, run_command
+    from pflrepro.cli.support import check_source, output_paths, run_command
     from pflrepro.store.checkpoint import Interrupted
     from pflrepro.store.records import record_outputs
 
@@ -113,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             exit_with_parent()
         args.func(args)
-        record_outputs(args)
+        record_outputs(output_paths(args))
 
     return run_command(args, command, Interrupted)
 

@@ -1,16 +1,33 @@
-"""The data commands.
+"""The data commands: ``prepare``, ``partition``, ``public`` and ``partition-stats``.
 
-Partitioning a prepared data set, drawing a public set, and a partition's statistics.
+A data set prepared in the uniform on-disk form, a prepared data set partitioned among
+clients, a public set drawn, and a partition's statistics.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from pflrepro.store.targets import output_file
+from pflrepro.cli.options import output_file
+
+log = logging.getLogger("pflrepro")
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    from pflrepro.data.checksums import parse_checksum_args
+    from pflrepro.data.datasets import prepare_dataset
+    from pflrepro.data.download import Limits, set_limits
+
+    set_limits(Limits(deadline_s=args.deadline, min_rate=args.min_rate))
+
+    meta = prepare_dataset(args.dataset, args.out, args.raw, args.mirror or None,
+                           parse_checksum_args(args.checksum))
+    log.info("prepared %s: %d samples, %d classes, shape %s", meta.name, meta.size,
+             meta.num_classes, meta.shape)
 
 
 def _partition(args: argparse.Namespace) -> None:
@@ -19,7 +36,7 @@ def _partition(args: argparse.Namespace) -> None:
     make_partition(args.data, args.dataset, json.loads(args.spec), args.seed, args.out)
 
 
-def _partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
+def read_partition_labels(data: str, partition: str) -> tuple[Any, Any, int]:
     """The partition table, the label vector (``target`` column applied) and #classes."""
     from pflrepro.data.partition import read_partition
     from pflrepro.data.store import load_dataset
@@ -35,7 +52,7 @@ def _partition_stats(args: argparse.Namespace) -> None:
     from pflrepro.data.stats import partition_stats, summary_stats
     from pflrepro.store.io import write_csv, write_text
 
-    frame, labels, num_classes = _partition_labels(args.data, args.partition)
+    frame, labels, num_classes = read_partition_labels(args.data, args.partition)
     per_client = partition_stats(frame, labels, num_classes)
     summary = summary_stats(per_client)
     write_csv(per_client, args.csv)
@@ -62,6 +79,26 @@ def _public(args: argparse.Namespace) -> None:
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     """Add the data commands to ``sub``."""
+    from pflrepro.data.download import Limits
+
+    p = sub.add_parser("prepare", help="prepare a data set in the uniform on-disk form")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out", required=True, help="output directory (meta.json written last)")
+    p.add_argument("--raw", required=True, help="directory for raw downloads")
+    p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
+    p.add_argument("--checksum", action="append", metavar="FILE=SHA256",
+                   help="SHA-256 of a raw file, replacing the built-in one (repeatable; the "
+                   "config's data.checksums)")
+    limits = Limits()
+    p.add_argument("--deadline", type=float, default=limits.deadline_s, metavar="SECONDS",
+                   help="give up a file's download from one mirror after this long "
+                   f"(default {limits.deadline_s:g}; the config's data: download: deadline_s)")
+    p.add_argument("--min-rate", type=float, default=limits.min_rate, metavar="BYTES_PER_S",
+                   help="give up a download slower than this, judged after "
+                   f"{limits.grace_s:g} s (default {limits.min_rate:g}; data: download: "
+                   "min_rate)")
+    p.set_defaults(func=_prepare)
+
     p = sub.add_parser("partition", help="partition a prepared data set among clients")
     p.add_argument("--data", required=True)
     p.add_argument("--dataset", required=True)

@@ -22,9 +22,29 @@ from pathlib import Path
 
 log = logging.getLogger("pflrepro")
 
-#: The commands for people, in the order the help lists them; every other command is
-#: one the workflow's rules run (a job).
+#: The commands for people, in the order the help lists them.
 USER_COMMANDS = ("run", "list", "plan", "status", "check-config", "verify", "schema")
+#: The commands the workflow's rules run (jobs), in the order the help lists them, after
+#: the commands for people; every command is in one of the two.
+JOB_COMMANDS = ("prepare", "grid-projection", "partition", "public", "partition-stats",
+                "train", "cost", "aggregate", "table", "communication", "plot", "claims",
+                "report-html", "paper-vs-ours", "tune-split", "tune-select", "other-config",
+                "cost-projection")
+#: The options naming each command's output files (argparse ``dest``s) that get a digest
+#: record once the command has written them (:func:`output_paths`;
+#: :func:`pflrepro.store.records.record_outputs` writes the records).
+OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
+    "table": ("md", "tex", "csv"),
+    "communication": ("md", "csv"),
+    "cost": ("md", "csv", "projection_csv"),
+    "cost-projection": ("md", "csv"),
+    "grid-projection": ("md", "csv"),
+    "partition-stats": ("csv", "md"),
+    "claims": ("md", "csv"),
+    "paper-vs-ours": ("md", "csv"),
+    "report-html": ("out",),
+    "tune-select": ("md", "csv", "selection"),
+}
 #: Width of the grouped command list.
 HELP_WIDTH = 100
 #: Commands whose result is what they print: a closed or full stdout is their error.
@@ -35,11 +55,23 @@ _STDOUT_ERRNOS = (errno.ENOSPC, errno.EPIPE, errno.EBADF)
 
 def group_help(parser: argparse.ArgumentParser,
                sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 (argparse's type)
-    """List ``sub``'s commands in two groups in ``parser``'s help: people's, then jobs'."""
+    """List ``sub``'s commands in two groups in ``parser``'s help: people's, then jobs'.
+
+    Each group in its stated order (:data:`USER_COMMANDS`, :data:`JOB_COMMANDS`), which is
+    also the order of the choices an unknown command's error lists; a command in neither
+    is a ``ValueError`` (a new command is placed in one of them).
+    """
     helps = {action.dest: action.help or "" for action in sub._choices_actions}  # noqa: SLF001
+    unplaced = sorted(set(helps) - set(USER_COMMANDS) - set(JOB_COMMANDS))
+    if unplaced:
+        raise ValueError(f"command(s) {unplaced} in neither USER_COMMANDS nor JOB_COMMANDS "
+                         "(pflrepro.cli.support): place each in the help's order")
     width = max(len(name) for name in helps) + 2
     user = [name for name in USER_COMMANDS if name in helps]
-    jobs = [name for name in helps if name not in USER_COMMANDS]
+    jobs = [name for name in JOB_COMMANDS if name in helps]
+    ordered = {name: sub.choices[name] for name in user + jobs}
+    sub.choices.clear()
+    sub.choices.update(ordered)
 
     def block(title: str, names: list[str]) -> str:
         lines = [title]
@@ -56,6 +88,12 @@ def group_help(parser: argparse.ArgumentParser,
     sub.metavar = "COMMAND"
     sub.help = "one of the commands below"
     sub._choices_actions.clear()  # noqa: SLF001 (listed in the epilog instead)
+
+
+def output_paths(args: argparse.Namespace) -> list[str]:
+    """The output files the finished command ``args`` names (:data:`OUTPUT_ARGS`), given ones."""
+    values = (getattr(args, dest, None) for dest in OUTPUT_ARGS.get(args.command, ()))
+    return [value for value in values if value]
 
 
 def _stdout_problem() -> str | None:

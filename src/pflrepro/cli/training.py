@@ -1,7 +1,8 @@
-"""The training commands.
+"""The training commands: ``train`` and ``run``.
 
-A workflow's training job (several runs in one process), and one run for people, with
-no config file.
+``train``: a workflow's training job (several runs in one process,
+:mod:`pflrepro.pipeline.train_job`); ``run``: one run for people, with no config file
+(:mod:`pflrepro.pipeline.single`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pflrepro.store.targets import output_file
+from pflrepro.cli.options import output_file, positive_int
 
 log = logging.getLogger("pflrepro")
 
@@ -50,17 +51,6 @@ def _key_values(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
             raise ValueError(f"{flag} {pair!r}: expected KEY=VALUE")
         out[key.strip()] = yaml.safe_load(value)
     return out
-
-
-def _positive_int(text: str) -> int:
-    """The ``--threads`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _blocking_file(path: Path) -> Path | None:
@@ -126,7 +116,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--data", required=True)
     p.add_argument("--partition", required=True, nargs="+", help="partition file per run")
     p.add_argument("--out", type=output_file, required=True, nargs="+", help="run table per run")
-    p.add_argument("--threads", type=_positive_int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="CPU: clients run side by side on this many threads, one core each "
                    "(same results for any value); GPU: torch's CPU threads")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
@@ -179,6 +169,6 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    help="prepared data sets (the workflow's; prepared there if missing)")
     p.add_argument("--raw", default="data/raw", help="raw downloads, one folder per data set")
     p.add_argument("--mirror", action="append", help="mirror to try first (repeatable)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="as for train")
+    p.add_argument("--threads", type=positive_int, default=1, help="as for train")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(func=_run)

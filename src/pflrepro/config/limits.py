@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pflrepro.config.errors import ConfigError, boolean_text
@@ -110,15 +110,6 @@ def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return boolean_text(value) if isinstance(value, bool) else (
         text if len(text) <= limit else text[:limit - 3] + "...")
-
-
-def did_you_mean(value: Any, known: Iterable[Any]) -> str:
-    """``"; did you mean 'x'?"`` for a near miss of ``value`` among ``known``, else ``""``."""
-    import difflib
-
-    names = [str(k) for k in known]
-    close = difflib.get_close_matches(str(value), names, n=2, cutoff=0.75)
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def canonical_json(obj: Any) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pflrepro.algorithms.registry import INFOS, algorithm_info, parse_hyper
+from pflrepro.choices import did_you_mean
 from pflrepro.config.checks import (
     _check_client_counts,
     _check_clients_per_round,
@@ -37,7 +38,6 @@ from pflrepro.config.limits import (
     TABLE_METRICS,
     _short,
     check_name,
-    did_you_mean,
 )
 from pflrepro.config.model import (
     ExperimentConfig,

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from pflrepro.choices import did_you_mean
 from pflrepro.config.errors import ConfigError, schema_error
 from pflrepro.config.limits import (
     MIRROR_PATTERN,
@@ -15,7 +16,6 @@ from pflrepro.config.limits import (
     NAME_RULES,
     _short,
     check_name,
-    did_you_mean,
 )
 from pflrepro.config.model import WorkflowConfig
 from pflrepro.config.parsing import parse

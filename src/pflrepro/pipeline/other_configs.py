@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -138,16 +137,6 @@ def hint_job(root: str, loaded: str, target: str) -> None:
     raise ValueError(hint(target, names, profiles_of(root), loaded))
 
 
-def add_subcommands(sub: Any) -> None:
-    """``pflrepro other-config`` (an argparse subparser)."""
-    p = sub.add_parser("other-config", help="say which shipped config (and profile) makes a "
-                       "file the loaded config does not")
-    p.add_argument("--root", required=True, help="the workflow's directory")
-    p.add_argument("--loaded", required=True, help="the config file loaded, relative to it")
-    p.add_argument("target")
-    p.set_defaults(func=lambda a: hint_job(a.root, a.loaded, a.target))
-
-
 def command_line_targets(argv: Sequence[str]) -> list[str]:
     """The targets named on Snakemake's command line ``argv`` (``[]`` when none or unread).
 
@@ -185,7 +174,7 @@ def target_problems(targets: Sequence[str], partitions: Mapping[str, Sequence[st
     Snakemake plans, so the line is all a reader sees (inside the plan it would come
     wrapped in Snakemake's traceback).
     """
-    from pflrepro.config.limits import did_you_mean
+    from pflrepro.choices import did_you_mean
 
     problems = []
     for target in targets:

@@ -1,6 +1,6 @@
 """One job of a dry run, and the paths that mark its training and tuning runs.
 
-Below :mod:`pflrepro.pipeline.plan` (which parses dry runs into these) and
+Below :mod:`pflrepro.inspect.plan` (which parses dry runs into these) and
 :mod:`pflrepro.pipeline.plan_cost` (which prices them), so neither imports the other
 for it.
 """

@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pflrepro.config import RunKey, canonical_json
-from pflrepro.store.targets import output_file
 from pflrepro.tuning import (
-    DEFAULT_FRACTION,
     Grid,
     Trial,
     grid_points,
@@ -28,7 +26,6 @@ from pflrepro.tuning import (
     selected_params,
     selection_json,
     tied_params,
-    write_validation_partition,
 )
 from pflrepro.tuning.shared import selected_training
 
@@ -171,44 +168,3 @@ def select_job(plan_json: str, runs: Sequence[str], md: str, csv: str, selection
 
         plot_tuning(table, grids, figure[0], figure[1], title=title, labels=plan.get("labels"))
     return chosen
-
-
-def open_unit_interval(text: str) -> float:
-    """The ``--fraction`` type: a number strictly between 0 and 1."""
-    import argparse
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1): the share of each "
-                                         "client's training rows held out for validation")
-    return value
-
-
-def add_subcommands(sub: Any) -> None:
-    """``pflrepro tune-split`` and ``pflrepro tune-select`` (argparse subparsers)."""
-    p = sub.add_parser("tune-split", help="a partition's validation partition for tuning: "
-                       "each client's training rows, a seeded fraction held out; test rows "
-                       "dropped")
-    p.add_argument("--partition", required=True)
-    p.add_argument("--fraction", type=open_unit_interval, default=DEFAULT_FRACTION,
-                   help="share held out (a number in (0, 1))")
-    p.add_argument("--seed", type=int, required=True, help="the split seed")
-    p.add_argument("--out", type=output_file, required=True)
-    p.set_defaults(func=lambda a: write_validation_partition(a.partition, a.out,
-                                                             a.fraction, a.seed))
-
-    p = sub.add_parser("tune-select", help="score tuning runs on validation, select values, "
-                       "write the tuning table (Markdown, CSV), figure and selection")
-    p.add_argument("--plan", required=True, help="tuning plan as JSON (the workflow's)")
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--csv", type=output_file, required=True)
-    p.add_argument("--selection", type=output_file, required=True)
-    p.add_argument("--figure", type=output_file, nargs=2, metavar=("PDF", "PNG"))
-    p.add_argument("--title", default="")
-    p.add_argument("runs", nargs="+")
-    p.set_defaults(func=lambda a: select_job(a.plan, a.runs, a.md, a.csv, a.selection,
-                                             tuple(a.figure) if a.figure else None, a.title))

@@ -11,9 +11,7 @@ device), so the grid has one projection (:func:`pflrepro.reporting.cost.projecti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-from pflrepro.store.targets import output_file
+from typing import TYPE_CHECKING
 
 #: The one measured-rate projection of the paper grid (``ext``: md, csv).
 COST_PROJECTION = "results/tables/cost-projection.{ext}"
@@ -53,18 +51,3 @@ def projection_job(experiments: Sequence[str], costs: Sequence[str], project: st
             "the rate of the first of them that trained it; the CSV's rate_from column).", ""]
     write_text(md, "\n".join(head + projection_text(projected, rates)) + "\n")
     write_csv(projected, csv)
-
-
-def add_subcommands(sub: Any) -> None:
-    """``pflrepro cost-projection`` (an argparse subparser)."""
-    p = sub.add_parser("cost-projection", help="one projection of a config's paper-scale "
-                       "grid from several experiments' measured cost tables")
-    p.add_argument("--experiments", nargs="+", required=True, help="in the config's order")
-    p.add_argument("--costs", nargs="+", required=True,
-                   help="their measured cost CSVs, aligned with --experiments")
-    p.add_argument("--project", required=True, help="the config whose grid to project")
-    p.add_argument("--project-scale", default="paper", choices=["paper", "cpu"])
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--csv", type=output_file, required=True)
-    p.set_defaults(func=lambda a: projection_job(a.experiments, a.costs, a.project,
-                                                 a.project_scale, a.md, a.csv))

@@ -184,18 +184,26 @@ def _cell(row: Mapping[str, str], label: str, papers: Sequence[str]) -> PaperCel
                         "planned": values["planned"] == "true"})
 
 
-def check_against_config(cells: Iterable[PaperCell], cfg: WorkflowConfig) -> None:
+def check_against_config(cells: Iterable[PaperCell], cfg: WorkflowConfig, *,
+                         present_only: bool = False, where: str = "paper numbers") -> None:
     """Check that every name a row uses is in ``cfg``, or the row is ``planned``.
 
     Not planned: the paper-scale experiment exists and lists the method, and the
     partition label is one of its partitions' (or it has one partition). The CPU
     experiment, when given, must exist at the ``cpu`` scale with the partition; a CPU
     experiment without the row's method shows "not run". Raises
-    :class:`PaperNumbersError` naming the row.
+    :class:`PaperNumbersError` naming ``where`` (the numbers file) and the row.
+
+    ``present_only``: check a row's paper side only where ``cfg`` has its experiment,
+    and its CPU side only where ``cfg`` has its CPU experiment. The workflow checks
+    every config so: a config of other experiments (a user's, a test project's, the
+    demo) tables none of the rows, and one that keeps a paper experiment but renames
+    its method is refused, naming the row.
     """
     for cell in cells:
-        label = f"paper numbers: row {cell.id!r}"
-        if not cell.planned:
+        label = f"{where}: row {cell.id!r}"
+        paper_side = not present_only or cell.experiment in cfg.experiments
+        if paper_side and not cell.planned:
             if cell.method not in cfg.methods:
                 raise PaperNumbersError(f"{label}: method {cell.method!r} is not under "
                                         "`methods:` of the config (mark the row planned)")
@@ -212,11 +220,12 @@ def check_against_config(cells: Iterable[PaperCell], cfg: WorkflowConfig) -> Non
                                             f"the {exp.scale} scale, not the paper scale")
                 _partition_id(exp.partition_labels, [p.id for p in exp.partitions],
                               cell.partition, f"{label}, experiment {cell.experiment!r}")
-        elif cell.experiment in cfg.experiments:
+        elif paper_side and cell.experiment in cfg.experiments:
             exp = cfg.experiments[cell.experiment]
             _partition_id(exp.partition_labels, [p.id for p in exp.partitions],
                           cell.partition, f"{label}, experiment {cell.experiment!r}")
-        if cell.cpu_experiment:
+        if cell.cpu_experiment and (not present_only
+                                    or cell.cpu_experiment in cfg.experiments):
             exp = cfg.experiments.get(cell.cpu_experiment)
             if exp is None or exp.scale != "cpu":
                 raise PaperNumbersError(f"{label}: cpu_experiment {cell.cpu_experiment!r} is "

@@ -11,16 +11,14 @@ training settings and methods, and the papers' claims it tests. Tables are shown
 HTML pages written from their Markdown (:func:`markdown_to_html`), since the report
 displays HTML, images and PDF, and offers other files only for download.
 
-CLI: ``pflrepro report-html`` (Markdown table -> HTML page) and ``pflrepro
-paper-vs-ours`` (:mod:`pflrepro.reporting.paper`), registered by
-:func:`add_subcommands`.
+Commands: ``pflrepro report-html`` (Markdown table -> HTML page, with
+:func:`markdown_to_html`) and ``pflrepro paper-vs-ours`` (:mod:`pflrepro.reporting.paper`),
+both in :mod:`pflrepro.cli.tables`.
 """
 
 from __future__ import annotations
 
-import argparse
 import html
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +27,6 @@ from pflrepro.config.figure_kinds import KINDS
 from pflrepro.reporting.claims.parse import CLAIMS_TABLES
 from pflrepro.reporting.cost_projection import COST_PROJECTION
 from pflrepro.reporting.flops import GRID_PROJECTION
-from pflrepro.store.targets import output_file
 
 if TYPE_CHECKING:
     from pflrepro.config import ExperimentConfig, WorkflowConfig
@@ -334,62 +331,3 @@ def markdown_to_html(text: str, title: str) -> str:
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
-
-
-# --------------------------------------------------------------------------- CLI
-def _report_html(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from pflrepro.store.io import write_text
-
-    text = Path(args.md).read_text(encoding="utf-8")
-    write_text(args.out, markdown_to_html(text, args.title or Path(args.md).stem))
-
-
-def _paper_vs_ours(args: argparse.Namespace) -> None:
-    import pandas as pd
-
-    from pflrepro.reporting.paper import (
-        compare,
-        load_paper_numbers,
-        title_of,
-        write_paper_table,
-    )
-    from pflrepro.store.results import read_table
-
-    cells = load_paper_numbers(args.numbers)
-    frames = [read_table(p) for p in args.aggregate]
-    agg = pd.concat(frames, ignore_index=True) if frames else None
-    from pflrepro.reporting.tuning_note import notes_for
-
-    raw = json.loads(args.labels) if args.labels else {}
-    labels = dict(raw.get("partitions", {}))
-    frame = compare(cells, agg, args.scale, args.table, labels=labels)
-    tuning = notes_for(args.tuning, agg, labels, dict(raw.get("experiments", {})))
-    write_paper_table(frame, args.md, args.csv,
-                      title=title_of(cells, args.table, args.scale), tuning=tuning)
-
-
-def add_subcommands(sub: Any) -> None:
-    """Register ``report-html`` and ``paper-vs-ours`` on the CLI's subparsers ``sub``."""
-    p = sub.add_parser("report-html", help="a Markdown table as an HTML page (for the "
-                       "Snakemake report)")
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--out", type=output_file, required=True)
-    p.add_argument("--title")
-    p.set_defaults(func=_report_html)
-
-    p = sub.add_parser("paper-vs-ours", help="the papers' numbers (config/paper_numbers.csv) "
-                       "beside ours: paper, ours (mean ± std), difference, inside our std")
-    p.add_argument("--numbers", required=True, help="config/paper_numbers.csv")
-    p.add_argument("--table", required=True, help="table_id of the numbers file")
-    p.add_argument("--scale", required=True, choices=["paper", "cpu"])
-    p.add_argument("--aggregate", nargs="*", default=[],
-                   help="aggregated runs of the table's experiments (none: not run)")
-    p.add_argument("--labels", help='JSON {"partitions": {id: label}, ...}')
-    p.add_argument("--tuning", help="JSON: the tuned methods' grids and selections "
-                   "(pflrepro.pipeline.workflow.table_tuning_json); the note says how each value "
-                   "was chosen, and the runs must carry the selected values")
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--csv", type=output_file, required=True)
-    p.set_defaults(func=_paper_vs_ours)

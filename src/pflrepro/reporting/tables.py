@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from pflrepro.choices import require_choice
 from pflrepro.reporting.accuracy import (
     TABLE_METRICS,
     check_cells,
@@ -105,10 +106,7 @@ def _column_levels(columns: Sequence[str] | str | None, experiments: Sequence[st
     if columns is None:
         columns = ("experiment", "partition") if len(experiments) > 1 else ("partition",)
     columns = (columns,) if isinstance(columns, str) else tuple(columns)
-    if columns not in COLUMN_CHOICES:
-        raise ValueError(f"{what}: columns must be one of {list(COLUMN_CHOICES)}, "
-                         f"got {columns}")
-    return columns
+    return require_choice(columns, COLUMN_CHOICES, f"{what}: columns")
 
 
 def _column_keys(runs: pd.DataFrame, experiments: Sequence[str], partitions: Sequence[str],

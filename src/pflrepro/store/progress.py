@@ -1,7 +1,7 @@
 """Live progress of a training job: a line per evaluated round, a progress table.
 
 (``pflrepro status``, which reads those lines and tables back for a whole results
-directory, is :mod:`pflrepro.pipeline.status`.)
+directory, is :mod:`pflrepro.inspect.status`.)
 
 A training job (:meth:`pflrepro.training.engine.Engine.run`) reports each round to a
 :class:`RoundProgress`. After every evaluated round it logs one line::

@@ -19,8 +19,9 @@ bit rot keeps the file's modification time).
 
 from __future__ import annotations
 
-import argparse
 import logging
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from pflrepro.store.io import (
@@ -35,27 +36,15 @@ from pflrepro.store.io import (
 
 log = logging.getLogger(__name__)
 
-#: The options naming each subcommand's output files (argparse ``dest``s) that get a
-#: digest record once the command has written them.
-OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
-    "table": ("md", "tex", "csv"),
-    "communication": ("md", "csv"),
-    "cost": ("md", "csv", "projection_csv"),
-    "cost-projection": ("md", "csv"),
-    "grid-projection": ("md", "csv"),
-    "partition-stats": ("csv", "md"),
-    "claims": ("md", "csv"),
-    "paper-vs-ours": ("md", "csv"),
-    "report-html": ("out",),
-    "tune-select": ("md", "csv", "selection"),
-}
+def record_outputs(paths: Iterable[str | os.PathLike[str] | None]) -> list[Path]:
+    """Write the digest record of each of ``paths`` that is a file; the paths recorded.
 
-
-def record_outputs(args: argparse.Namespace) -> list[Path]:
-    """Write the digest record of each output file of the finished command ``args``."""
+    ``paths``: a finished command's output files (:data:`pflrepro.cli.support.OUTPUT_ARGS`
+    names them per command); ``None`` (an output option not given) and a path with no
+    file (an optional output not written) are passed over.
+    """
     written = []
-    for dest in OUTPUT_ARGS.get(args.command, ()):
-        value = getattr(args, dest, None)
+    for value in paths:
         if value and Path(value).is_file():
             write_digest(value)
             written.append(Path(value))

@@ -50,7 +50,8 @@ def check_output_target(target: Path) -> None:
     Every writer goes through here (:func:`pflrepro.store.io.atomic_path`): an
     existing device, FIFO, socket or folder at ``target`` is refused (renaming over it
     would replace the device node, or write nothing where a reader waits). The
-    command line is stricter about folders (:func:`output_file`).
+    command line is stricter about folders (:func:`target_problem`, which
+    :func:`pflrepro.cli.options.output_file` asks).
     """
     kind = entry_kind(target)
     if kind is not None:
@@ -81,22 +82,6 @@ def target_problem(target: str | os.PathLike[str]) -> str | None:
         return (f"{parent}: no such folder (pflrepro creates missing folders only inside "
                 "the working directory: create it first)")
     return None
-
-
-def output_file(text: str) -> str:
-    """The ``type`` of every command-line option naming an output file.
-
-    Checked when the command line is read, before any work: a long job never ends on
-    an output it cannot write, and a mistyped path never creates folders across the
-    file system (a missing folder is created only inside the working directory, the
-    project). The writer checks the kind of file again when it writes.
-    """
-    import argparse
-
-    problem = target_problem(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return text
 
 
 def entry_problem(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str | None:

@@ -1,9 +1,10 @@
 """The engine: the round loop of one run, and the client mechanics methods share.
 
-It owns the model (built once, :func:`pflrepro.models.surgery.speed_up`), the client
-threads (:class:`~pflrepro.training.threads.ClientThreads`), the seeded mini-batch streams
-(seed, round, client, purpose), fresh parameters, loss/gradient and evaluation passes,
-and it runs the rounds with checkpoints. It knows no algorithm by name: a method's
+It builds the run's :class:`~pflrepro.training.context.StepContext` (the model, built
+once by :func:`pflrepro.models.surgery.speed_up`, the client threads, the seeded
+mini-batch streams (seed, round, client, purpose), the loss/gradient pass), which it
+hands to local training and exposes to the methods; it draws fresh parameters, runs
+the evaluation passes and the rounds with checkpoints. It knows no algorithm by name: a method's
 local training goes through :meth:`Engine.train` (any set of clients, on the path the
 config chooses, :mod:`pflrepro.training.local_training`) with the gradient terms the method adds
 (:mod:`pflrepro.training.terms`). The data live in :class:`~pflrepro.data.federated.FederatedData`;
@@ -28,7 +29,7 @@ from torch.func import functional_call
 
 from pflrepro.data.federated import FederatedData
 from pflrepro.models import build_model
-from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed, torch_generator
+from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, derive_seed
 from pflrepro.store import results as R
 from pflrepro.store.checkpoint import Checkpointer, Interrupted
 from pflrepro.store.progress import RoundProgress
@@ -36,10 +37,11 @@ from pflrepro.training import local_training as LT
 from pflrepro.training import selection
 from pflrepro.training.architectures import Architectures, assign_architectures
 from pflrepro.training.communication import Traffic
+from pflrepro.training.context import StepContext
 from pflrepro.training.method import Method, State
-from pflrepro.training.objectives import Objective
+from pflrepro.training.objective import Objective
 from pflrepro.training.optim import Optimizer, OptState, Params
-from pflrepro.training.params import grad_leaves, stack
+from pflrepro.training.params import stack
 from pflrepro.training.settings import TrainingConfig
 from pflrepro.training.terms import GradTerm
 from pflrepro.training.threads import ClientThreads
@@ -64,7 +66,6 @@ class Engine:
                  workers: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.data = data
         self.cfg = training
         self.seed = int(seed)
         self.device = device
@@ -93,10 +94,23 @@ class Engine:
         self.model_size = self.model_sizes[0]
         #: Every client's test rows, sorted (built on first use: ``eval_test: global``).
         self._global_test: torch.Tensor | None = None
+        #: What a local step needs (:mod:`pflrepro.training.context`): local training
+        #: runs on it; the engine's data, batches, losses and model lookups are its.
+        self.context = StepContext(data, training, self.seed, device, self.architectures,
+                                   self.threads, self.optimizer, in_shape)
         #: Each client's architecture (an index into :attr:`archs`).
         self.arch_of = assign_architectures(
             len(self.models), [self.n_train(k) for k in range(self.num_clients)], self.seed,
             training.architecture_assignment)
+
+    @property
+    def data(self) -> FederatedData:
+        """The run's data: the step context's, so that replacing it reaches local training."""
+        return self.context.data
+
+    @data.setter
+    def data(self, value: FederatedData) -> None:
+        self.context.data = value
 
     @property
     def net(self) -> nn.Module:
@@ -110,12 +124,12 @@ class Engine:
         return len(self.models) > 1
 
     def arch_index(self, params: Params, stacked: bool = False) -> int:
-        """The architecture ``params`` belong to (:meth:`Architectures.index`)."""
-        return self.architectures.index(params, stacked)
+        """The architecture ``params`` belong to (:meth:`StepContext.arch_index`)."""
+        return self.context.arch_index(params, stacked)
 
     def net_for(self, params: Params) -> nn.Module:
         """The calling thread's instance of the model ``params`` belong to."""
-        return self.threads.net_of(self.arch_index(params))
+        return self.context.net_for(params)
 
     def model_size_of(self, client: int) -> int:
         """Scalars in client ``client``'s model (what sending it costs)."""
@@ -133,7 +147,7 @@ class Engine:
 
     def n_train(self, client: int) -> int:
         """Training-set size of ``client``."""
-        return len(self.data.train[client])
+        return self.context.n_train(client)
 
     def train_sizes(self) -> torch.Tensor:
         """Training-set sizes of all clients as a float tensor on the device."""
@@ -142,15 +156,8 @@ class Engine:
 
     def steps_per_round(self, client: int, epochs: int | None = None,
                         samples: int | None = None) -> int:
-        """Local steps of ``client`` in one round (``local_steps`` or epochs × batches).
-
-        ``samples``: the size of the pool it trains on, if not its whole training set.
-        """
-        if epochs is None and self.cfg.local_steps > 0:
-            return self.cfg.local_steps
-        epochs = self.cfg.local_epochs if epochs is None else epochs
-        n = self.n_train(client) if samples is None else samples
-        return epochs * math.ceil(n / self.cfg.batch_size)
+        """Local steps of ``client`` in one round (:meth:`StepContext.steps_per_round`)."""
+        return self.context.steps_per_round(client, epochs, samples)
 
     def participants(self, rnd: int) -> list[int]:
         """The clients taking part in round ``rnd``, sorted.
@@ -177,24 +184,8 @@ class Engine:
     def minibatches(self, client: int, rnd: int, purpose: str, steps: int,
                     pool: torch.Tensor | None = None,
                     batch_size: int | None = None) -> list[torch.Tensor]:
-        """``steps`` mini-batches of ``client``'s training indices (or of ``pool``).
-
-        Batches are consecutive slices of a stream of seeded permutations (epoch after
-        epoch), so every sample is seen once per epoch; the stream depends only on
-        (seed, round, client, purpose) and the pool's size. ``pool`` (indices) replaces
-        the client's training set, e.g. all but a held-out part or the public set's
-        rows; ``batch_size`` replaces ``training.batch_size`` (capped by the pool).
-        """
-        if steps <= 0:
-            return []
-        idx = self.data.train[client] if pool is None else pool
-        n = len(idx)
-        bs = min(batch_size or self.cfg.batch_size, n)
-        gen = torch_generator(self.seed, rnd, client, purpose)
-        need = steps * bs
-        perms = [torch.randperm(n, generator=gen) for _ in range(math.ceil(need / n))]
-        order = torch.cat(perms)[:need].to(self.device)
-        return list(idx[order].split(bs))
+        """``steps`` seeded mini-batches of ``client`` (:meth:`StepContext.minibatches`)."""
+        return self.context.minibatches(client, rnd, purpose, steps, pool, batch_size)
 
     # ------------------------------------------------------------------ params
     def init_params(self, client: int = NO_CLIENT, arch: int | None = None) -> Params:
@@ -267,21 +258,8 @@ class Engine:
 
     def loss_and_grad(self, params: Params, idx: torch.Tensor,
                       sample_weight: torch.Tensor | None = None) -> tuple[float, Params]:
-        """Loss of ``params`` on samples ``idx`` and its gradient.
-
-        With ``sample_weight`` the loss is ``Σ_s weight_s · ℓ_s`` (weights given per
-        sample); without, the mean over the batch.
-        """
-        p = grad_leaves(params)
-        with torch.enable_grad():
-            out = functional_call(self.net_for(p), p, (self.data.x[idx],))
-            if sample_weight is None:
-                loss = F.cross_entropy(out, self.data.y[idx])
-            else:
-                loss = (F.cross_entropy(out, self.data.y[idx], reduction="none")
-                        * sample_weight).sum()
-            grads = torch.autograd.grad(loss, list(p.values()))
-        return float(loss.detach()), dict(zip(p.keys(), grads, strict=True))
+        """Loss of ``params`` on samples ``idx``, and its gradient (the context's)."""
+        return self.context.loss_and_grad(params, idx, sample_weight)
 
     # ------------------------------------------------------------------ training
     @property
@@ -304,7 +282,7 @@ class Engine:
         ``params`` and ``opt_state`` are stacked, row ``i`` for ``clients[i]``; returns
         new stacked params and states and each client's mean data loss.
         """
-        return LT.train(self, params, opt_state, clients, rnd, purpose, steps, terms,
+        return LT.train(self.context, params, opt_state, clients, rnd, purpose, steps, terms,
                         path=self.client_training, chunk=self.cfg.client_chunk or None,
                         pools=pools, objective=objective)
 
@@ -313,8 +291,8 @@ class Engine:
                      terms: Sequence[GradTerm] = (), pool: torch.Tensor | None = None,
                      objective: Objective | None = None) -> tuple[Params, OptState, float]:
         """One client's local steps on one unstacked model (``train_client``)."""
-        return LT.train_client(self, params, opt_state, client, rnd, purpose, steps, terms,
-                               pool, objective)
+        return LT.train_client(self.context, params, opt_state, client, rnd, purpose, steps,
+                               terms, pool, objective)
 
     # ------------------------------------------------------------------ loop
     def evaluate(self, algorithm: Method, state: State, rnd: int, log_: R.MetricLog) -> bool:

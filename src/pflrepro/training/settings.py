@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pflrepro.choices import require_choice
+
 #: Field descriptions, reused by the config schema.
 TRAINING_DOCS: dict[str, str] = {
     "rounds": "Number of communication rounds.",
@@ -109,25 +111,17 @@ class TrainingConfig:
         if self.lr <= 0 or self.momentum < 0:
             raise ValueError(f"training: lr must be > 0 and momentum >= 0, got lr={self.lr}, "
                              f"momentum={self.momentum}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"training.device must be auto, cpu or cuda, got {self.device!r}")
-        if self.client_training not in ("auto", "loop", "vmap"):
-            raise ValueError("training.client_training must be auto, loop or vmap, got "
-                             f"{self.client_training!r}")
+        require_choice(self.device, ("auto", "cpu", "cuda"), "training.device")
+        require_choice(self.client_training, ("auto", "loop", "vmap"), "training.client_training")
         if self.client_chunk < 0:
             raise ValueError(f"training.client_chunk must be >= 0, got {self.client_chunk}")
         if not 0.0 < self.client_fraction <= 1.0:
             raise ValueError(f"training.client_fraction must lie in (0, 1], got "
                              f"{self.client_fraction}")
-        if self.client_selection not in SELECTIONS:
-            raise ValueError(f"training.client_selection must be one of {list(SELECTIONS)}, "
-                             f"got {self.client_selection!r}")
-        if self.eval_test not in EVAL_TESTS:
-            raise ValueError(f"training.eval_test must be one of {list(EVAL_TESTS)}, got "
-                             f"{self.eval_test!r}")
-        if self.architecture_assignment not in ASSIGNMENTS:
-            raise ValueError(f"training.architecture_assignment must be one of "
-                             f"{list(ASSIGNMENTS)}, got {self.architecture_assignment!r}")
+        require_choice(self.client_selection, SELECTIONS, "training.client_selection")
+        require_choice(self.eval_test, EVAL_TESTS, "training.eval_test")
+        require_choice(self.architecture_assignment, ASSIGNMENTS,
+                       "training.architecture_assignment")
         if not isinstance(self.architectures, list | tuple):
             raise ValueError(f"training.architectures must be a list of {{model, "
                              f"model_options}}, got {self.architectures!r}")

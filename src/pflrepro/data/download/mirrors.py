@@ -109,6 +109,7 @@ def _write_body(resp: http.client.HTTPResponse | BinaryIO, fh: BinaryIO,
             written += len(block)
     except (http.client.IncompleteRead, ConnectionError, TimeoutError) as exc:
         fh.flush()
+        _check_pace(url, written, started, limits)  # a read cut short by the deadline
         raise _Incomplete(f"{url}: transfer interrupted after {written} bytes ({exc!r})") from exc
     if expected is not None and written < expected:
         raise _Incomplete(f"{url}: connection closed after {written} of {expected} bytes")
@@ -116,18 +117,30 @@ def _write_body(resp: http.client.HTTPResponse | BinaryIO, fh: BinaryIO,
 
 def _http_download(url: str, part: Path, timeout: float, started: float = 0.0,
                    limits: Limits | None = None) -> bool:
-    """Download ``url`` into ``part``, resuming an existing ``part``; return whether resumed."""
+    """Download ``url`` into ``part``, resuming an existing ``part``; return whether resumed.
+
+    The socket timeout (each connect and read) is ``timeout`` or the time left before
+    the deadline, whichever is shorter: a server that sends its headers and then
+    nothing is given up at the deadline, not a socket timeout per read later.
+    """
     start = part.stat().st_size if part.exists() else 0
+    limits = Limits() if limits is None else limits
+    started = started or time.monotonic()
+    _check_pace(url, start, started, limits)  # past the deadline: no new request
+    left = limits.deadline_s - (time.monotonic() - started)
     headers = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"}
     if start:
         headers["Range"] = f"bytes={start}-"
     try:
-        resp = urlopen(Request(url, headers=headers), timeout=timeout)
+        resp = urlopen(Request(url, headers=headers), timeout=min(timeout, max(left, 0.01)))
     except HTTPError as exc:
         if exc.code == 416 and start:
             # Nothing beyond our partial file: it may already be whole; let the caller check.
             exc.close()
             return True
+        raise
+    except (URLError, TimeoutError):  # no answer before the deadline: say so
+        _check_pace(url, start, started, limits)
         raise
     with resp:
         resumed = False

@@ -19,8 +19,7 @@ shares of a group's samples follow a Dirichlet draw. This scheme implements both
      five clients from two of four distributions), which its text calls a
      "particular random split".
    * ``"balanced"``: a seeded permutation of ``[k % groups for k in range(clients)]``,
-     so group sizes differ by at most one (8 clients, 4 groups: 2 clients per group);
-     the assignment of earlier versions of this scheme.
+     so group sizes differ by at most one (8 clients, 4 groups: 2 clients per group).
 
    Both draw from one generator derived from the split seed alone (purpose
    ``partition:label_groups:clients``), so a split seed gives the same assignment
@@ -62,6 +61,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pflrepro.choices import require_choice
 from pflrepro.data.partition import Assignment, Partitioner, register_partitioner
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
@@ -82,9 +82,7 @@ def assign_clients(clients: int, groups: int, assignment: str,
     ``rng.integers(groups, size=clients - groups)``. ``"balanced"``:
     ``rng.permutation(arange(clients) % groups)`` (sizes differ by at most one).
     """
-    if assignment not in ASSIGNMENTS:
-        raise ValueError(f"label_groups: assignment must be one of {list(ASSIGNMENTS)}, "
-                         f"got {assignment!r}")
+    require_choice(assignment, ASSIGNMENTS, "label_groups: assignment")
     if not 1 <= groups <= clients:
         raise ValueError(f"label_groups: need 1 <= groups <= clients, got {groups} groups "
                          f"and {clients} clients")
@@ -137,12 +135,8 @@ class LabelGroupsPartitioner(Partitioner):
         if not (np.isfinite(self.alpha) and self.alpha >= 0.0):
             raise ValueError(f"label_groups: alpha must be 0 (equal shares) or > 0, "
                              f"got {self.alpha}")
-        if self.assignment not in ASSIGNMENTS:
-            raise ValueError(f"label_groups: assignment must be one of {list(ASSIGNMENTS)}, "
-                             f"got {self.assignment!r}")
-        if self.sizes not in SIZES:
-            raise ValueError(f"label_groups: sizes must be one of {list(SIZES)}, "
-                             f"got {self.sizes!r}")
+        require_choice(self.assignment, ASSIGNMENTS, "label_groups: assignment")
+        require_choice(self.sizes, SIZES, "label_groups: sizes")
         if self.sizes == "equal" and self.alpha != 0.0:
             raise ValueError("label_groups: sizes 'equal' needs alpha 0 (Dirichlet shares "
                              "are unequal by design)")

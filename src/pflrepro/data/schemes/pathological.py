@@ -50,6 +50,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pflrepro.choices import require_choice
 from pflrepro.data.partition import Assignment, Partitioner, register_partitioner
 from pflrepro.seeding import NO_CLIENT, SETUP_ROUND, numpy_generator
 
@@ -85,9 +86,7 @@ class PathologicalPartitioner(Partitioner):
         if self.classes_per_client < 1:
             raise ValueError(f"pathological: classes_per_client must be >= 1, "
                              f"got {self.classes_per_client}")
-        if self.shards not in SHARDS:
-            raise ValueError(f"pathological: shards must be one of {list(SHARDS)}, "
-                             f"got {self.shards!r}")
+        require_choice(self.shards, SHARDS, "pathological: shards")
 
     def assign(self, labels: np.ndarray, num_classes: int, seed: int, *,
                extras: Mapping[str, np.ndarray] | None = None) -> Assignment:

@@ -1,6 +1,9 @@
 """Adapters between the parsed config and Snakemake: paths, targets and job parameters.
 
-The rule files call these functions and hold no logic of their own. Every path
+The rule files hold no logic of their own: they ask one object,
+:class:`~pflrepro.pipeline.workflow.adapter.Rules` (``P`` in workflow/rules/common.smk),
+whose attributes are their input and params functions over these modules; the training
+rules are :mod:`~pflrepro.pipeline.workflow.training_rules`. Every path
 pattern lives here once, as a constant the rules use for their inputs, outputs and
 benchmarks (:func:`pattern` fills a pattern's fixed parts, e.g. a figure's ``ext``, and
 leaves its wildcards), and their logs (the ``*_LOG`` patterns; the plot rules, made in a
@@ -32,7 +35,6 @@ from pflrepro.pipeline.workflow.jobs import (
     BATCH_LOG,
     RUNS_PER_JOB,
     TrainBatch,
-    batch_member_paths,
     batch_of,
     chunks,
     clustered_methods,
@@ -139,7 +141,6 @@ from pflrepro.pipeline.workflow.tuning import (
     single_run_tune_experiments,
     table_tuning_json,
     tune_batches,
-    tune_member_paths,
     tune_plan_json,
     tune_run_paths,
     tune_targets,
@@ -176,7 +177,7 @@ __all__ = ["AGGREGATE", "AGGREGATE_LOG", "BATCH_BENCHMARK", "BATCH_LOG", "BENCHM
            "TUNE_BENCHMARK", "TUNE_KIND", "TUNE_LOG", "TUNE_PARTITION", "TUNE_RUN",
            "TUNE_SELECTION", "TUNE_SELECT_LOG", "TUNE_SPLIT_LOG", "TUNE_TABLE",
            "TrainBatch", "TuneBatch", "all_targets", "alternation",
-           "architecture_names", "batch_member_paths", "batch_of", "chosen_experiments",
+           "architecture_names", "batch_of", "chosen_experiments",
            "chunks", "claims_experiments", "claims_inputs", "claims_scale",
            "claims_targets", "clustered_methods", "cost_args", "cost_inputs",
            "cost_targets", "cuda_refusal", "dataset_names", "display_labels", "partition_title",
@@ -194,7 +195,7 @@ __all__ = ["AGGREGATE", "AGGREGATE_LOG", "BATCH_BENCHMARK", "BATCH_LOG", "BENCHM
            "single_run_experiments",
            "single_run_tune_experiments", "stored_targets", "table_inputs",
            "table_methods", "table_tuning_json", "train_batches", "train_public_args",
-           "train_public_inputs", "train_resource", "tune_batches", "tune_member_paths",
+           "train_public_inputs", "train_resource", "tune_batches",
            "tune_plan_json", "tune_run_paths", "tune_targets", "tune_trials",
            "tuned_methods", "unique_names", "weighted_methods", "weights_method",
            "write_partial_reports", "clear_partial_reports"]

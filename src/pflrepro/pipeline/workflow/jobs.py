@@ -179,14 +179,6 @@ def chunks(items: Sequence[Any], size: int | None) -> list[tuple[Any, ...]]:
     return [tuple(items[i:i + step]) for i in range(0, len(items), step)]
 
 
-def batch_member_paths(wildcards: Any, pairs: Sequence[tuple[int, int]],
-                       template: str) -> list[str]:
-    """``template`` (RUN, TRAIN_LOG, BENCHMARK, ...) of each member of a batch job."""
-    return [template.format(experiment=wildcards.experiment, partition=wildcards.partition,
-                            method=wildcards.method, split=split, seed=seed)
-            for split, seed in pairs]
-
-
 def batch_of(batches: Sequence[TrainBatch], key: RunKey) -> TrainBatch | None:
     """The batch job that trains run ``key``, None where it has a job of its own."""
     for batch in batches:

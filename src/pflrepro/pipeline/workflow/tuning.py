@@ -152,14 +152,6 @@ def single_run_tune_experiments(cfg: WorkflowConfig, raw: Mapping[str, Any]) -> 
     return [name for name in single_run_experiments(cfg, raw) if tuned_methods(cfg, name)]
 
 
-def tune_member_paths(wildcards: Any, trials: Sequence[tuple[str, int, int]],
-                      template: str) -> list[str]:
-    """``template`` (TUNE_RUN, TUNE_LOG, TUNE_PARTITION) of each member of a tuning job."""
-    return [template.format(experiment=wildcards.experiment, partition=wildcards.partition,
-                            method=wildcards.method, point=point, split=split, seed=seed)
-            for point, split, seed in trials]
-
-
 def tune_plan_json(cfg: WorkflowConfig, experiment: str, method: str) -> str:
     """The tune-select job's plan (a param: a changed grid or budget reruns it)."""
     exp = cfg.experiments[experiment]

@@ -7,7 +7,7 @@ saved inside one fixed style (:data:`STYLE`, seaborn ``whitegrid``/``paper`` wit
 fixed font), and the PDF is saved without a creation date, so the same inputs and the
 same library versions give byte-identical files. Both files are written atomically,
 each with its digest record ``.digests/<file>.sha256`` beside it, which ``pflrepro verify``
-checks (:mod:`pflrepro.pipeline.verify`).
+checks (:mod:`pflrepro.inspect.verify`).
 
 Layout: a figure is laid out by constrained layout, and :func:`finish` adds its
 figure legends (:class:`LegendSpec`) so that they fit: it gives a legend below the

@@ -1,7 +1,9 @@
-"""The commands for people.
+"""The commands for looking at the project (:mod:`pflrepro.inspect`).
 
-What the package offers, what the workflow would run, which jobs finished, every stored
-file against its digest, a config checked as the workflow does, and the config schema.
+``list`` (methods, data sets, partition schemes, hyperparameters and settings),
+``plan`` (what the workflow would run), ``status`` (which jobs finished, run or failed;
+with ``--run`` or ``--watch`` the whole Snakemake run) and ``verify`` (every stored file
+against its digest).
 """
 
 from __future__ import annotations
@@ -10,23 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from pflrepro.store.targets import output_file
-
-
-def _positive_minutes(text: str) -> float:
-    """The ``--stale-after`` type: a finite number of minutes > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected minutes > 0, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number of minutes > 0, got "
-                                         f"{text}")
-    return value
+from pflrepro.cli.options import positive_minutes, positive_seconds
 
 
 def _list(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.listing import render
+    from pflrepro.inspect.listing import render
 
     cfg = None
     paths = args.config or (["config.yaml"] if Path("config.yaml").is_file()
@@ -39,19 +29,8 @@ def _list(args: argparse.Namespace) -> None:
     sys.stdout.write(render(args.what, cfg, scale=args.scale))
 
 
-def _positive_seconds(text: str) -> float:
-    """The ``--watch`` type: a finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
-    return value
-
-
 def _run_view(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.watch import watch
+    from pflrepro.inspect.watch import watch
 
     extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
     if args.profile:
@@ -61,7 +40,7 @@ def _run_view(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.status import format_status, iter_expected, job_status, tuning_warnings
+    from pflrepro.inspect.status import format_status, iter_expected, job_status, tuning_warnings
 
     if args.watch is not None or args.run:
         _run_view(args)
@@ -85,7 +64,7 @@ def _status(args: argparse.Namespace) -> None:
 
 
 def _verify(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.verify import default_figures, verify
+    from pflrepro.inspect.verify import default_figures, verify
 
     figures = args.figures or default_figures(args.results)
     checked, findings = verify(args.results, adopt=args.adopt, figures=figures)
@@ -107,29 +86,8 @@ def _verify(args: argparse.Namespace) -> None:
         raise ValueError("stored files listed above: " + "; ".join(parts))
 
 
-def _schema(args: argparse.Namespace) -> None:
-    from pflrepro.config.schema import SCHEMA_PATH, render
-    from pflrepro.store.io import write_text
-
-    text = render()
-    if args.write:
-        write_text(args.path or SCHEMA_PATH, text)
-    else:
-        sys.stdout.write(text)
-
-
-def _check_config(args: argparse.Namespace) -> None:
-    from pflrepro.config import check_config_paths
-    from pflrepro.config.schema import build_schema
-
-    cfg = check_config_paths(args.configs, build_schema())
-    chosen = sum(e.scale == cfg.scale for e in cfg.experiments.values())
-    print(f"{' + '.join(args.configs)}: valid ({chosen} experiment(s) at the {cfg.scale} "
-          "scale)")
-
-
 def _plan(args: argparse.Namespace) -> None:
-    from pflrepro.pipeline.plan import dry_run, parse_config, parse_dry_run, summary
+    from pflrepro.inspect.plan import dry_run, parse_config, parse_dry_run, summary
     from pflrepro.pipeline.plan_cost import Device
 
     device = Device(args.device_name or (Device.name if args.device_tflops is None
@@ -146,7 +104,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
-    """Add the people commands to ``sub``."""
+    """Add the commands for looking at the project to ``sub``."""
     p = sub.add_parser("list", help="methods (hyperparameters, defaults, docs), data sets and "
                        "partition schemes (options, defaults)")
     p.add_argument("what", nargs="?", default="all",
@@ -188,12 +146,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
     p.add_argument("--config", nargs="*", metavar="FILE",
                    help="config files (merged in order) whose jobs not yet started are "
                    "listed as pending")
-    p.add_argument("--stale-after", type=_positive_minutes, default=60.0, metavar="MINUTES",
+    p.add_argument("--stale-after", type=positive_minutes, default=60.0, metavar="MINUTES",
                    help="a job whose log has not changed for this long is 'stale'")
     p.add_argument("--run", action="store_true",
                    help="instead: the whole Snakemake run in this directory (its newest "
                    "log): jobs done, running, failed and left by stage, runs left, time left")
-    p.add_argument("--watch", nargs="?", type=_positive_seconds, const=5.0, metavar="SECONDS",
+    p.add_argument("--watch", nargs="?", type=positive_seconds, const=5.0, metavar="SECONDS",
                    help="--run, refreshed every SECONDS (default 5) until the run ends or "
                    "Ctrl-C")
     p.add_argument("--profile", help="--run/--watch: the run's Snakemake profile, for the "
@@ -214,15 +172,3 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
                    help="write digest records for stored files that have none (files from "
                         "before records existed; trusts them as they are now)")
     p.set_defaults(func=_verify)
-
-    p = sub.add_parser("check-config", help="check config files as the workflow does, with "
-                       "file and line for YAML errors (Snakemake names neither for --configfile)")
-    p.add_argument("configs", nargs="+", metavar="FILE",
-                   help="config files, merged in order (config.yaml my.yaml: my.yaml merged "
-                   "into config.yaml, as `snakemake --configfile my.yaml` does)")
-    p.set_defaults(func=_check_config)
-
-    p = sub.add_parser("schema", help="print or write the config schema")
-    p.add_argument("--write", action="store_true")
-    p.add_argument("--path", type=output_file)
-    p.set_defaults(func=_schema)

@@ -63,7 +63,7 @@ from pflrepro.store.targets import entry_problem
 #: Folders under the results directory that hold digested Parquet files.
 PARQUET_DIRS = ("runs", "partitions", "public", "aggregate", "tuning")
 #: The other files the workflow's jobs write with a digest record
-#: (:data:`pflrepro.store.records.OUTPUT_ARGS`): folder under the results directory, names.
+#: (:data:`pflrepro.cli.support.OUTPUT_ARGS`): folder under the results directory, names.
 RECORDED = (("tables", "*"), ("partitions", "*-clients.csv"), ("partitions", "*-summary.md"),
             ("tuning", "*.json"), ("tuning", "*.md"), ("tuning", "*.csv"),
             ("report", "*.html"))

@@ -1,11 +1,11 @@
 """``pflrepro status --watch``: a whole Snakemake run in one view, refreshed live.
 
 The view reads what a run leaves as it goes, in the directory it runs in: Snakemake's
-log (:mod:`pflrepro.pipeline.run_log`: the jobs planned, started, finished and failed,
+log (:mod:`pflrepro.inspect.run_log`: the jobs planned, started, finished and failed,
 when each started and finished), the benchmark record of each finished training job
 (its wall time), the progress line each running training run logs (its time left,
 :mod:`pflrepro.store.progress`), and, when given, the plan of the jobs left
-(:mod:`pflrepro.pipeline.plan`: their outputs, so their runs, and the FLOPs of those
+(:mod:`pflrepro.inspect.plan`: their outputs, so their runs, and the FLOPs of those
 runs). It counts jobs done, running, failed and left by stage (data, partitions,
 tuning, training, aggregates, tables/figures) and training and tuning runs left, and
 estimates the time left: each job left costs what the finished jobs of its stage took
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pflrepro.pipeline.plan import RUN_PATH, TUNE_RUN_PATH, PlannedJob
-from pflrepro.pipeline.run_log import LoggedJob, RunLog
+from pflrepro.inspect.plan import RUN_PATH, TUNE_RUN_PATH, PlannedJob
+from pflrepro.inspect.run_log import LoggedJob, RunLog
 from pflrepro.store.progress import format_duration
 
 if TYPE_CHECKING:

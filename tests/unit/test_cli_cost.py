@@ -1,4 +1,5 @@
-"""The CLI subcommands of pflrepro.cli.commands: prepare (with --checksum), grid-projection."""
+"""The cost commands of pflrepro.cli.cost: grid-projection (cost-projection and cost are
+tested with their modules, test_cost_projection.py and test_cost.py)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from _source_helpers import tiny_mnist_mirror
 
 from pflrepro.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def test_prepare_takes_the_checksums_of_a_copy(tmp_path: Path) -> None:
-    sums = tiny_mnist_mirror(tmp_path / "mirror")
-    base = ["prepare", "--dataset", "mnist", "--raw", str(tmp_path / "raw"),
-            "--mirror", str(tmp_path / "mirror")]
-    assert main([*base, "--out", str(tmp_path / "refused")]) == 1  # the official hashes
-    words = [w for name, sha in sums.items() for w in ("--checksum", f"{name}={sha}")]
-    assert main([*base, "--out", str(tmp_path / "out"), *words]) == 0
-    assert (tmp_path / "out" / "meta.json").is_file()
 
 
 def test_grid_projection_writes_both_tables(tmp_path: Path) -> None:

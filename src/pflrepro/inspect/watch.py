@@ -2,7 +2,7 @@
 
 :func:`watch` plans the jobs left once (``snakemake -n --nolock`` with the running
 Snakemake's own arguments, read from its log, or those given), then renders
-:mod:`pflrepro.pipeline.run_view`'s view every ``interval`` seconds until the run
+:mod:`pflrepro.inspect.run_view`'s view every ``interval`` seconds until the run
 ends (its log says so, or it holds no lock any more) or the reader presses Ctrl-C;
 either way it ends with one line. A terminal gets each view in place of the last;
 a file or pipe gets them one after another.
@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from pflrepro.pipeline.plan import PlannedJob, dry_run, parse_config, parse_dry_run
+from pflrepro.inspect.plan import PlannedJob, dry_run, parse_config, parse_dry_run
+from pflrepro.inspect.run_log import RunLog, latest_run_log, read_run_log
+from pflrepro.inspect.run_view import ViewJob, estimate, gpu_hours, render, view_jobs
 from pflrepro.pipeline.plan_cost import Device, run_flops_table
-from pflrepro.pipeline.run_log import RunLog, latest_run_log, read_run_log
-from pflrepro.pipeline.run_view import ViewJob, estimate, gpu_hours, render, view_jobs
 
 #: Where a running Snakemake holds its locks, under the working directory.
 LOCK_DIR = ".snakemake/locks"
