@@ -15,7 +15,7 @@ import pflrepro.pipeline.workflow as W
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
-#: training jobs, the tuning runs too: train.smk's one rule block, made for each
+#: training jobs, the tuning runs too: common.smk's training_rule, made for each
 #: training rule (``rule:`` then ``name: job.name``), one or several runs per job
 CLUSTER_RULES = {"train", "train_<runs>", "tune_train", "tune_train_<runs>"}
 

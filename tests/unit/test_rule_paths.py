@@ -106,7 +106,7 @@ def test_scanner_sees_every_rule_and_its_files() -> None:
     assert len(rules) > 15 and "tune_select" in rules
     assert {r for r, d in found if d == "output"} == rules - {"all"}
     assert {r for r, d in found if d == "log"} == rules - {"all"}
-    # the training rules (train.smk's one block, in a function) take every path from
+    # the training rules (common.smk's training_rule) take every path from
     # pflrepro.pipeline.workflow.training_rules: tests/unit/test_training_rules.py
 
 

@@ -21,14 +21,14 @@ import pytest
 from snakemake.utils import format as snakemake_format
 
 from pflrepro.cli import build_parser
-from pflrepro.pipeline.workflow.training_rules import CLI, train_command
+from pflrepro.pipeline.workflow.training_rules import cli, train_command
 
 REPO = Path(__file__).resolve().parents[2]
 RULE_FILES = [*sorted((REPO / "workflow/rules").glob("*.smk")), REPO / "Snakefile"]
 
 _RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:")
 #: A rule made in a loop: ``rule:`` then ``name: <expr>`` (report.smk's plot rules,
-#: train.smk's train_<runs>); its template is listed under the expression.
+#: common.smk's training_rule); its template is listed under the expression.
 _ANONYMOUS = re.compile(r"^\s+rule\s*:")
 _NAME = re.compile(r"^\s+name:\s*(.+)$")
 _SHELL = re.compile(r"^(\s+)shell:\s*(.*)$")
@@ -38,7 +38,7 @@ HOSTILE = "a b;$(touch PWNED)`id`'q\"|&<>*\n$HOME"
 SAFE = "SAFEWORD"
 
 
-#: The training rules' one ``shell: job.shell`` (train.smk): the command of each kind.
+#: The training rules' one ``shell: job.shell`` (common.smk's training_rule): each kind's command.
 TRAINING_TEMPLATES = {"train": train_command(False, False),
                       "train_<runs>": train_command(False, True),
                       "tune_train": train_command(True, False),
@@ -46,7 +46,7 @@ TRAINING_TEMPLATES = {"train": train_command(False, False),
 
 
 def shell_templates(text: str) -> dict[str, str]:
-    """Each rule's shell string: ``CLI +`` the string literals after ``shell:``, joined.
+    """Each rule's shell string: ``cli(...)`` of the string literals after ``shell:``, joined.
 
     The training rules' ``job.shell`` is listed as :data:`TRAINING_TEMPLATES`.
     """
@@ -74,9 +74,9 @@ def shell_templates(text: str) -> dict[str, str]:
         if code == "job.shell":
             found.update(TRAINING_TEMPLATES)
             continue
-        prefix, _, literals = code.partition("CLI + ")
-        assert prefix == "" and literals, f"rule {rule}: a shell command is CLI + text: {code}"
-        found[rule] = CLI + ast.literal_eval("(" + literals + ")")
+        assert code.startswith("cli(") and code.endswith(")"), \
+            f"rule {rule}: a shell command is cli(text): {code}"
+        found[rule] = cli(ast.literal_eval(code[len("cli"):]))
     return found
 
 
@@ -205,9 +205,9 @@ def test_every_rule_runs_this_workflows_own_package(rule: str) -> None:
 
 
 def test_the_scanner_refuses_a_command_without_the_prefix() -> None:
-    text = 'rule a:\n    shell:\n        CLI + " table --md {output:q}"\n'
+    text = 'rule a:\n    shell:\n        cli(" table --md {output:q}")\n'
     assert shell_templates(text) == {"a": PREFIX + "table --md {output:q}"}
-    with pytest.raises(AssertionError, match="CLI"):
+    with pytest.raises(AssertionError, match="cli"):
         shell_templates('rule b:\n    shell:\n        "pflrepro table"\n')
 
 

@@ -113,8 +113,8 @@ def test_a_rule_of_several_runs_is_its_members() -> None:
 
 
 def _training_block() -> list[str]:
-    text = (REPO / "workflow/rules/train.smk").read_text()
-    block = text[text.index("def training_rule(job):"):text.index("\nfor _job in")]
+    text = (REPO / "workflow/rules/common.smk").read_text()
+    block = text[text.index("def training_rule(job):"):]
     return [line.strip() for line in block.splitlines()]
 
 

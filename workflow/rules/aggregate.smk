@@ -14,7 +14,7 @@ rule aggregate_method:
     conda:
         ENV
     shell:
-        CLI + " aggregate --out {output:q} {input:q} > {log:q} 2>&1"
+        cli(" aggregate --out {output:q} {input:q} > {log:q} 2>&1")
 
 
 rule aggregate_experiment:
@@ -30,4 +30,4 @@ rule aggregate_experiment:
     conda:
         ENV
     shell:
-        CLI + " aggregate --out {output:q} {input:q} > {log:q} 2>&1"
+        cli(" aggregate --out {output:q} {input:q} > {log:q} 2>&1")

@@ -17,7 +17,7 @@ import pflrepro.pipeline.plan_cost as PLAN_COST
 from pflrepro.config.checks import refuse_periodic_names
 from pflrepro.config.errors import located
 from pflrepro.pipeline.workflow.adapter import Rules
-from pflrepro.pipeline.workflow.training_rules import CLI
+from pflrepro.pipeline.workflow.training_rules import cli
 from pflrepro.reporting.claims.parse import ClaimsError, load_claims
 import pflrepro.reporting.report as RP
 import pflrepro.reporting.flops as FL
@@ -99,8 +99,8 @@ wildcard_constraints:
     claims=W.alternation(W.CLAIMS_TABLES.values()),
 
 
-# Every rule's command starts with CLI (this workflow's interpreter and source, then a
-# `pflrepro` subcommand) and its params with **P.cli (those two paths).
+# Every rule's command is cli(...) (this workflow's interpreter and source, then a
+# `pflrepro` subcommand) and its params start with **P.cli (those two paths).
 P = Rules(CFG, config, workflow=workflow, checkpoints=checkpoints, claims=CLAIMS,
           paper_cells=PAPER_CELLS, config_files=CONFIG_FILES, python=PFLREPRO_PYTHON,
           source=PFLREPRO_SRC)
@@ -120,3 +120,31 @@ OTHER_NAMES = OC.foreign_names(OC.shipped_configs(workflow.basedir),
 def other_config_hint(wildcards):
     raise WorkflowError(OC.hint(wildcards.other_config_target, OTHER_NAMES,
                                 OC.profiles_of(workflow.basedir), P.loaded_config))
+
+
+# Makes one training rule (train.smk calls it for each of P.training_rules). A function
+# and not a loop's body: Snakemake evaluates a rule's shell expression again when the job
+# runs, where a loop variable would hold its last value.
+def training_rule(job):
+    rule:
+        name: job.name
+        input:
+            unpack(P.run_inputs(job)),
+            unpack(P.run_selections(job)),
+        output:
+            *job.outputs,
+        params:
+            **P.run_params(job),
+        wildcard_constraints:
+            **job.wildcard_constraints,
+        threads: 1
+        resources:
+            **P.run_resources(job),
+        log:
+            **job.logs,
+        benchmark:
+            job.benchmark
+        conda:
+            ENV
+        shell:
+            job.shell

@@ -25,10 +25,10 @@ rule cost_table:
     conda:
         ENV
     shell:
-        CLI + " cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
+        cli(" cost --experiment {wildcards.experiment:q} --runs {input.runs:q} {params.args:q}"
         " --methods {params.methods:q}"
         " --md {output.md:q} --csv {output.csv:q}"
-        " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1"
+        " --labels {params.labels:q} --tuning {params.tuning:q} > {log:q} 2>&1")
 
 
 rule cost_projection:
@@ -48,8 +48,8 @@ rule cost_projection:
     conda:
         ENV
     shell:
-        CLI + " cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
-        " --project {input.paper:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        cli(" cost-projection --experiments {params.experiments:q} --costs {input.costs:q}"
+        " --project {input.paper:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1")
 
 
 rule grid_projection:
@@ -67,5 +67,5 @@ rule grid_projection:
     conda:
         ENV
     shell:
-        CLI + " grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
-        " > {log:q} 2>&1"
+        cli(" grid-projection --config {input.paper:q} --md {output.md:q} --csv {output.csv:q}"
+        " > {log:q} 2>&1")

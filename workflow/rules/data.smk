@@ -17,8 +17,8 @@ rule prepare_data:
     conda:
         ENV
     shell:
-        CLI + " prepare --dataset {wildcards.dataset:q} --out {params.out:q}"
-        " --raw {params.raw:q} {params.mirrors:q} > {log:q} 2>&1"
+        cli(" prepare --dataset {wildcards.dataset:q} --out {params.out:q}"
+        " --raw {params.raw:q} {params.mirrors:q} > {log:q} 2>&1")
 
 
 rule partition:
@@ -36,8 +36,8 @@ rule partition:
     conda:
         ENV
     shell:
-        CLI + " partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
-        " --spec {params.spec:q} --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
+        cli(" partition --data {input.meta:q} --dataset {wildcards.dataset:q}"
+        " --spec {params.spec:q} --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1")
 
 
 rule partition_stats:
@@ -55,8 +55,8 @@ rule partition_stats:
     conda:
         ENV
     shell:
-        CLI + " partition-stats --data {input.meta:q} --partition {input.partition:q}"
-        " --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+        cli(" partition-stats --data {input.meta:q} --partition {input.partition:q}"
+        " --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1")
 
 
 rule plot_partition:
@@ -77,9 +77,9 @@ rule plot_partition:
     conda:
         ENV
     shell:
-        CLI + " plot labels --data {input.meta:q} --partition {input.partition:q}"
+        cli(" plot labels --data {input.meta:q} --partition {input.partition:q}"
         " --title {params.title:q}"
-        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
+        " --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1")
 
 
 rule public_set:
@@ -97,5 +97,5 @@ rule public_set:
     conda:
         ENV
     shell:
-        CLI + " public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
-        " {params.exclude:q} --out {output:q} > {log:q} 2>&1"
+        cli(" public --data {input.meta:q} --size {wildcards.size:q} --seed {wildcards.split:q}"
+        " {params.exclude:q} --out {output:q} > {log:q} 2>&1")

@@ -32,6 +32,6 @@ rule other_config_target:
     conda:
         ENV
     shell:
-        CLI + " other-config --root {params.root:q} --loaded {params.loaded:q}"
-        " {output:q} > {log:q} 2>&1"
+        cli(" other-config --root {params.root:q} --loaded {params.loaded:q}"
+        " {output:q} > {log:q} 2>&1")
 

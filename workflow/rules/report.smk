@@ -25,9 +25,9 @@ rule table:
     conda:
         ENV
     shell:
-        CLI + " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
+        cli(" table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
-        " --tuning {params.tuning:q} > {log:q} 2>&1"
+        " --tuning {params.tuning:q} > {log:q} 2>&1")
 
 
 rule communication_table:
@@ -48,9 +48,9 @@ rule communication_table:
     conda:
         ENV
     shell:
-        CLI + " communication --aggregate {input.agg:q} --md {output.md:q} --csv {output.csv:q}"
+        cli(" communication --aggregate {input.agg:q} --md {output.md:q} --csv {output.csv:q}"
         " --methods {params.methods:q} --labels {params.labels:q}"
-        " --tuning {params.tuning:q} > {log:q} 2>&1"
+        " --tuning {params.tuning:q} > {log:q} 2>&1")
 
 
 # An empty caption (none in the config) is `--caption=`: Snakemake's {x:q} writes nothing at
@@ -77,10 +77,10 @@ rule table_combined:
     conda:
         ENV
     shell:
-        CLI + " table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
+        cli(" table --aggregate {input.agg:q} --md {output.md:q} --tex {output.tex:q}"
         " --csv {output.csv:q} --methods {params.methods:q} --labels {params.labels:q}"
         " --metric {params.metric:q} --caption={params.caption:q}"
-        " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1"
+        " --experiments {params.experiments:q} --tuning {params.tuning:q} > {log:q} 2>&1")
 
 
 rule claims:
@@ -101,10 +101,10 @@ rule claims:
     conda:
         ENV
     shell:
-        CLI + " claims --claims {input.claims:q} --scale {params.scale:q}"
+        cli(" claims --claims {input.claims:q} --scale {params.scale:q}"
         " --aggregate {input.aggregates:q} --labels {params.labels:q}"
         " --design {params.design:q}"
-        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1")
 
 
 # One plot rule per figure kind, `plot_<kind>`, made from the kind's declaration (its
@@ -130,8 +130,8 @@ for figure in W.figure_rule_kinds():
         conda:
             ENV
         shell:
-            CLI + " plot {params.kind:q} --aggregate {input:q} {params.options:q}"
-            " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
+            cli(" plot {params.kind:q} --aggregate {input:q} {params.options:q}"
+            " --labels {params.labels:q} --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1")
 
 
 # The papers' numbers beside ours (config/paper_numbers.csv): paper, ours (mean ± std),
@@ -158,9 +158,9 @@ rule paper_table:
     conda:
         ENV
     shell:
-        CLI + " paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
+        cli(" paper-vs-ours --numbers {input.numbers:q} --table {params.table:q}"
         " --scale {params.scale:q} --aggregate {input.aggregates:q} --labels {params.labels:q}"
-        " --tuning {params.tuning:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        " --tuning {params.tuning:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1")
 
 
 # Each Markdown table as an HTML page: what `snakemake --report` shows of the tables.
@@ -180,4 +180,4 @@ rule report_table:
     conda:
         ENV
     shell:
-        CLI + " report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1"
+        cli(" report-html --md {input:q} --out {output:q} --title {wildcards.name:q} > {log:q} 2>&1")

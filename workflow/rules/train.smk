@@ -13,34 +13,7 @@
 # spec changed. While it runs, a final run logs one line per evaluated round and keeps
 # its curve so far in <run>.partial.parquet beside the output; `pflrepro status`
 # summarises finished, running and failed jobs.
-# The rule is made in a function, not in the loop's body: Snakemake runs a rule's shell
-# expression again when the job runs, where a loop variable holds its last value.
-
-
-def training_rule(job):
-    rule:
-        name: job.name
-        input:
-            unpack(P.run_inputs(job)),
-            unpack(P.run_selections(job)),
-        output:
-            *job.outputs,
-        params:
-            **P.run_params(job),
-        wildcard_constraints:
-            **job.wildcard_constraints,
-        threads: 1
-        resources:
-            **P.run_resources(job),
-        log:
-            **job.logs,
-        benchmark:
-            job.benchmark
-        conda:
-            ENV
-        shell:
-            job.shell
-
+# The rules are made by training_rule (common.smk), one call per rule.
 
 for _job in P.training_rules:
     training_rule(_job)

@@ -30,8 +30,8 @@ rule tune_split:
     conda:
         ENV
     shell:
-        CLI + " tune-split --partition {input:q} --fraction {params.fraction:q}"
-        " --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1"
+        cli(" tune-split --partition {input:q} --fraction {params.fraction:q}"
+        " --seed {wildcards.split:q} --out {output:q} > {log:q} 2>&1")
 
 
 checkpoint tune_select:
@@ -55,6 +55,6 @@ checkpoint tune_select:
     conda:
         ENV
     shell:
-        CLI + " tune-select --plan {params.plan:q} --md {output.md:q} --csv {output.csv:q}"
+        cli(" tune-select --plan {params.plan:q} --md {output.md:q} --csv {output.csv:q}"
         " --selection {output.selection:q} --figure {output.pdf:q} {output.png:q}"
-        " --title {params.title:q} {input:q} > {log:q} 2>&1"
+        " --title {params.title:q} {input:q} > {log:q} 2>&1")

@@ -49,6 +49,11 @@ from pflrepro.store.paths import RUN
 #: (workflow/rules/preflight.smk), then a ``pflrepro`` subcommand.
 CLI = "{params.python:q} -m pflrepro --require-source {params.source:q}"
 
+
+def cli(arguments: str) -> str:
+    """A rule's shell command: :data:`CLI`, then ``arguments`` (led by a space)."""
+    return CLI + arguments
+
 #: A member of a job of several runs: (grid point id or None, split seed, training seed).
 Member = tuple[str | None, int, int]
 
@@ -70,7 +75,7 @@ def train_command(tuning: bool, several: bool) -> str:
     if not tuning:
         words.append(" --progress-table")
     words.append(" --out {output:q} > " + ("{log.job:q}" if several else "{log:q}") + " 2>&1")
-    return CLI + "".join(words)
+    return cli("".join(words))
 
 
 @dataclass(frozen=True)
