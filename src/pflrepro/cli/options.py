@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 from pflrepro.store.targets import target_problem
 
@@ -40,27 +41,26 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_minutes(text: str) -> float:
-    """The ``--stale-after`` type: a finite number of minutes > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected minutes > 0, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number of minutes > 0, got "
-                                         f"{text}")
-    return value
+def _positive(unit: str, option: str) -> Callable[[str], float]:
+    """The type of an option that takes a finite number of ``unit`` > 0."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {unit} > 0, got {text!r}") from None
+        if not (0 < value < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number of {unit} > 0, got "
+                                             f"{text}")
+        return value
+
+    parse.__name__ = f"positive_{unit}"
+    parse.__doc__ = f"The ``{option}`` type: a finite number of {unit} > 0."
+    return parse
 
 
-def positive_seconds(text: str) -> float:
-    """The ``--watch`` type: a finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
-    return value
+positive_minutes = _positive("minutes", "--stale-after")
+positive_seconds = _positive("seconds", "--watch")
 
 
 def open_unit_interval(text: str) -> float:
