@@ -153,6 +153,13 @@ def test_the_workflows_check_reads_only_the_rows_of_the_configs_experiments() ->
     with pytest.raises(PaperNumbersError, match="not a cpu-scale experiment"):
         check_against_config(_parse(cpu), cfg, present_only=True)
     check_against_config(_parse(cpu), other, present_only=True)
+    # a CPU experiment cut to fewer partitions (a test project, a user's quick run): the
+    # row's CPU cell shows "not run"; the strict check still names the missing partition
+    cut = _row(experiment="nope", method="m", cpu_experiment="federico_table1_cpu_digits",
+               cpu_partition="no such distributions", planned="true")
+    check_against_config(_parse(cut), cfg, present_only=True)
+    with pytest.raises(PaperNumbersError, match="no partition labelled 'no such"):
+        check_against_config(_parse(cut), cfg)
 
 
 # --------------------------------------------------------------------------- arithmetic
