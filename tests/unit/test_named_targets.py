@@ -84,6 +84,9 @@ def test_names_that_exist_and_unknown_shapes_are_left_to_snakemake() -> None:
           "results/tuning/tuned/fedamp.md", "results/tables/tiny.md",
           "figures/tiny-client2-accuracy.png", "logs/anything.log", "somewhere/else.txt"]
     assert target_problems(ok, CFG, "my.yaml", DATASETS, outputs) == []
+    # an experiment's tables are its own by name, also when rule `all` leaves them out
+    assert target_problems(["results/tables/tuned.md", "results/tables/tuned-cost.csv"], CFG,
+                           "my.yaml", DATASETS, tuple) == []
     # the config's outputs are computed once, and only for a table or figure path
     assert asked == [1]
     assert target_problems(ok[:6], CFG, "my.yaml", DATASETS, outputs) == []
