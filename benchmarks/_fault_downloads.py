@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from _fault_core import Ctx, Result, Verdict, judge, trial, worst
 from _fault_trials import SECRET, quoted
-from fault_campaign import Ctx, Result, Verdict, judge, trial, worst
 
 FEMNIST = "femnist_all_data.tar.gz"
 OFFICEHOME = "OfficeHomeDataset_10072016.zip"

@@ -15,9 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _fault_downloads import FEMNIST, leaf_archive
-from _fault_trials import AGG, META, X_NPY, _train, changed, local_run, same_as_base
-from fault_campaign import (
+from _fault_core import (
     Ctx,
     Result,
     Verdict,
@@ -30,6 +28,8 @@ from fault_campaign import (
     trial,
     worst,
 )
+from _fault_downloads import FEMNIST, leaf_archive
+from _fault_trials import AGG, META, X_NPY, _train, changed, local_run, same_as_base
 
 # --------------------------------------------------------------------------- checkpoints
 

@@ -1,7 +1,7 @@
 """The fault campaign's trials on files, links, nodes and inputs.
 
-Each trial is a function of a :class:`fault_campaign.Ctx` returning a
-:class:`fault_campaign.Verdict`, added to ``fault_campaign.TRIALS`` by ``@trial``.
+Each trial is a function of a :class:`_fault_core.Ctx` returning a
+:class:`_fault_core.Verdict`, added to ``_fault_core.TRIALS`` by ``@trial``.
 Files and nodes live in the trial's scratch folder; _fault_downloads.py holds the
 trials on archives and servers, _fault_project.py those on a project's stored state,
 configs and kills.
@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from fault_campaign import (
+from _fault_core import (
     SHADOW,
     Ctx,
     Result,
