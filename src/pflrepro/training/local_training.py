@@ -36,8 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import grad_and_value, vmap
 
 from pflrepro.training import memory
 from pflrepro.training.context import StepContext
@@ -46,6 +45,7 @@ from pflrepro.training.objective import (
     Objective,
     Stream,
     loss_and_grad,
+    masked_ce,
     stacked_loss_and_grad,
 )
 from pflrepro.training.optim import OptState, Params
@@ -375,12 +375,8 @@ def _train_chunk(ctx: StepContext, params: Params, opt_state: OptState, clients:
                       else y_all))
     active_dev = torch.from_numpy(active).to(ctx.device)
 
-    def batch_loss(p: Params, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
-                   n: torch.Tensor) -> torch.Tensor:
-        out = functional_call(model, p, (x,))
-        return (F.cross_entropy(out, y, reduction="none") * m).sum() / n
-
-    loss_and_grads = vmap(grad_and_value(batch_loss))
+    # without an objective: the batch's mean cross-entropy over its real samples
+    loss_and_grads = vmap(grad_and_value(lambda p, batch: masked_ce(model, p, batch)))
     # working copies, updated in place by the optimiser (the inputs stay untouched); the
     # step count may live on the CPU (Optimizer.init): stepped on the device, handed
     # back where it was
@@ -391,13 +387,12 @@ def _train_chunk(ctx: StepContext, params: Params, opt_state: OptState, clients:
     for s in range(n_steps):
         idx = index[:, s]
         step_active = None if active[:, s].all() else active_dev[:, s]
+        batch = Batch(idx, x_all[idx], y_all[idx], mask[:, s], count[:, s])
         if objective is None:
-            grads, loss = loss_and_grads(work, x_all[idx], y_all[idx], mask[:, s],
-                                         count[:, s])
+            grads, loss = loss_and_grads(work, batch)
         else:
             loss, grads = stacked_loss_and_grad(
-                objective, model, work, Batch(idx, x_all[idx], y_all[idx], mask[:, s],
-                                              count[:, s]), state=state, active=step_active,
+                objective, model, work, batch, state=state, active=step_active,
                 extra=[Batch(i[:, s], xs[i[:, s]], ys.expand_as(i)[:, s] if ys.dim() == 0
                              else ys[i[:, s]], m[:, s], c[:, s])
                        for i, m, c, xs, ys in extra])
