@@ -47,9 +47,14 @@ def _problems(*targets: str, outputs: tuple[str, ...] = ()) -> list[str]:
     ("results/aggregate/tiny/nosuch.parquet", "experiment 'tiny' has no method 'nosuch'"),
     ("results/aggregate/tiyn.parquet", "no experiment 'tiyn'; did you mean 'tiny'?"),
     ("results/partitions/digits/nosuch/split0.parquet",
-     f"data set 'digits', has no partition 'nosuch'; its partitions: {PIDS}"),
+     f"no experiment of my.yaml uses partition 'nosuch' of digits; its partitions of "
+     f"digits: {PIDS}"),
     ("results/partitions/digitz/x/split0.parquet",
-     "pflrepro has no data set 'digitz'; did you mean 'digits'?"),
+     "no experiment of my.yaml uses data set 'digitz'; did you mean 'digits'?"),
+    (f"figures/partitions/digits/{PID[:-1]}x-split0.png",
+     f"uses partition '{PID[:-1]}x' of digits; did you mean {PID!r}?"),
+    ("figures/partitions/digit/x-split0.png",
+     "uses data set 'digit'; did you mean 'digits'?; its data sets: digits"),
     ("results/data/nosuch/meta.json", "pflrepro has no data set 'nosuch'"),
     ("results/tuning/tiny/fedavg.md",
      "experiment 'tiny' of my.yaml tunes nothing (no `tune:` block); experiments that "
@@ -82,7 +87,8 @@ def test_names_that_exist_and_unknown_shapes_are_left_to_snakemake() -> None:
           "results/aggregate/tiny/local.parquet", "results/aggregate/tiny.parquet",
           f"results/partitions/digits/{PID}/split0.parquet", "results/data/digits/meta.json",
           "results/tuning/tuned/fedamp.md", "results/tables/tiny.md",
-          "figures/tiny-client2-accuracy.png", "logs/anything.log", "somewhere/else.txt"]
+          "figures/tiny-client2-accuracy.png", f"figures/partitions/digits/{PID}-split1.pdf",
+          "logs/anything.log", "somewhere/else.txt"]
     assert target_problems(ok, CFG, "my.yaml", DATASETS, outputs) == []
     # an experiment's tables are its own by name, also when rule `all` leaves them out
     assert target_problems(["results/tables/tuned.md", "results/tables/tuned-cost.csv"], CFG,

@@ -156,44 +156,15 @@ def command_line_targets(argv: Sequence[str]) -> list[str]:
     return [str(t) for t in (getattr(args, "targets", None) or [])]
 
 
-def _partition_figure(target: str) -> tuple[str, str] | None:
-    """(data set, partition id) of a partition figure's path, else ``None``."""
-    match = re.fullmatch(r"figures/partitions/([^/]+)/([^/]+)-split\d+\.(?:pdf|png)", target)
-    return (match.group(1), match.group(2)) if match else None
+def target_problems(targets: Sequence[str], names: Mapping[str, str],
+                    profiles: Mapping[str, str], loaded: str) -> list[str]:
+    """One line per named target that belongs to another shipped config: :func:`hint`.
 
-
-def target_problems(targets: Sequence[str], partitions: Mapping[str, Sequence[str]],
-                    names: Mapping[str, str], profiles: Mapping[str, str],
-                    loaded: str) -> list[str]:
-    """One line per named target the loaded config cannot build, saying what to do.
-
-    ``partitions``: data set -> the partition ids its experiments use; ``names``: the
-    other shipped configs' experiment and table names (:func:`foreign_names`). A
-    target of another config gets :func:`hint`; a partition figure of a partition no
-    experiment uses gets the ids there are (a near miss first). Checked before
-    Snakemake plans, so the line is all a reader sees (inside the plan it would come
-    wrapped in Snakemake's traceback).
+    ``names``: the other shipped configs' experiment and table names
+    (:func:`foreign_names`). Checked before Snakemake plans, so the line is all a
+    reader sees (inside the plan it would come wrapped in Snakemake's traceback); the
+    loaded config's own names are checked by
+    :func:`pflrepro.pipeline.workflow.named_targets.target_problems`.
     """
-    from pflrepro.choices import did_you_mean
-
-    problems = []
-    for target in targets:
-        if owner(target, names) is not None:
-            problems.append(hint(target, names, profiles, loaded))
-            continue
-        figure = _partition_figure(target)
-        if figure is None:
-            continue
-        dataset, partition = figure
-        known = list(partitions.get(dataset, ()))
-        if partition in known:
-            continue
-        if not known:
-            problems.append(f"{target}: no experiment of {loaded} uses data set {dataset!r}"
-                            f"{did_you_mean(dataset, partitions)}; its data sets: "
-                            f"{', '.join(sorted(partitions))}")
-            continue
-        problems.append(f"{target}: no experiment of {loaded} uses partition {partition!r} "
-                        f"of {dataset}{did_you_mean(partition, known)}; its partitions of "
-                        f"{dataset}: {', '.join(sorted(known))}")
-    return problems
+    return [hint(target, names, profiles, loaded) for target in targets
+            if owner(target, names) is not None]

@@ -153,10 +153,10 @@ class Rules:
                         ) -> list[str]:
         """One line per target named in Snakemake's ``argv`` that this config cannot build.
 
-        A file of another shipped config, a partition figure of a partition no
-        experiment uses (:func:`~pflrepro.pipeline.other_configs.target_problems`), and a
-        path naming an experiment, method, partition, data set, table, figure or tuning
-        the config lacks (:func:`~pflrepro.pipeline.workflow.named_targets.target_problems`).
+        A file of another shipped config
+        (:func:`~pflrepro.pipeline.other_configs.target_problems`), and a path naming an
+        experiment, method, partition, data set, table, figure or tuning the config
+        lacks (:func:`~pflrepro.pipeline.workflow.named_targets.target_problems`).
         """
         from pflrepro.pipeline import other_configs
         from pflrepro.pipeline.workflow import named_targets
@@ -165,8 +165,8 @@ class Rules:
         if not named:
             return []
         problems = other_configs.target_problems(
-            named, targets.partitions_by_dataset(self.cfg), other_names,
-            other_configs.profiles_of(self.workflow.basedir), self.loaded_config)
+            named, other_names, other_configs.profiles_of(self.workflow.basedir),
+            self.loaded_config)
         return problems or named_targets.target_problems(
             named, self.cfg, self.loaded_config, figures.dataset_names(), self.all_targets)
 

@@ -21,6 +21,7 @@ from pflrepro.choices import did_you_mean
 from pflrepro.config import WorkflowConfig
 from pflrepro.config.figure_kinds import KINDS
 from pflrepro.pipeline.workflow.figures import recording
+from pflrepro.pipeline.workflow.targets import partitions_by_dataset
 
 #: How many names a line lists before it says how many there are.
 LISTED = 12
@@ -29,6 +30,7 @@ _RUN = re.compile(r"results/runs/([^/]+)/([^/]+)/([^/]+)/split\d+-seed\d+\.parqu
 _METHOD_AGGREGATE = re.compile(r"results/aggregate/([^/]+)/([^/]+)\.parquet")
 _AGGREGATE = re.compile(r"results/aggregate/([^/]+)\.parquet")
 _PARTITION = re.compile(r"results/(?:partitions|public)/([^/]+)/([^/]+)/[^/]+")
+_PARTITION_FIGURE = re.compile(r"figures/partitions/([^/]+)/([^/]+)-split\d+\.(?:pdf|png)")
 _DATA = re.compile(r"results/data/([^/]+)/[^/]+")
 _TUNING = re.compile(r"results/tuning/([^/]+)/(.+)")
 _TUNING_TABLE = re.compile(r"([^/]+)\.(?:md|csv|json|tex)")
@@ -85,14 +87,17 @@ class _Check:
         return _unknown("partition", partition, known, f"experiment {experiment!r}")
 
     def data_partition(self, dataset: str, partition: str) -> str | None:
-        problem = self.dataset(dataset)
-        if problem:
-            return problem
-        known = sorted({p.id for e in self.cfg.experiments.values() if e.dataset == dataset
-                        for p in e.partitions})
+        """A partition of ``dataset`` that no experiment of the config uses."""
+        used = partitions_by_dataset(self.cfg)
+        if dataset not in used:
+            return (f"no experiment of {self.loaded} uses data set {dataset!r}"
+                    f"{did_you_mean(dataset, used)}; its data sets: {', '.join(sorted(used))}")
+        known = used[dataset]
         if partition in known:
             return None
-        return _unknown("partition", partition, known, f"{self.loaded}, data set {dataset!r},")
+        return (f"no experiment of {self.loaded} uses partition {partition!r} of {dataset}"
+                f"{did_you_mean(partition, known)}; its partitions of {dataset}: "
+                f"{', '.join(sorted(known))}")
 
     def dataset(self, name: str) -> str | None:
         if name in self.datasets:
@@ -173,7 +178,7 @@ class _Check:
             return self.experiment(m.group(1)) or self.method(*m.groups())
         if m := _AGGREGATE.fullmatch(target):
             return self.experiment(m.group(1))
-        if m := _PARTITION.fullmatch(target):
+        if m := _PARTITION.fullmatch(target) or _PARTITION_FIGURE.fullmatch(target):
             return self.data_partition(*m.groups())
         if m := _DATA.fullmatch(target):
             return self.dataset(m.group(1))
