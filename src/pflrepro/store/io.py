@@ -250,16 +250,17 @@ def atomic_digested_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     write_text(record, f"{digest}  {target.name}\n")
 
 
-def _project_of(path: Path) -> Path:
-    """The project a stored file belongs to: the folder above its ``results`` tree.
-
-    The working directory for a file outside one.
-    """
-    absolute = Path(os.path.abspath(path))
-    for folder in absolute.parents:
+def results_project(path: str | os.PathLike[str]) -> Path | None:
+    """The folder above ``path``'s ``results`` tree (its project), or None outside one."""
+    for folder in Path(os.path.abspath(path)).parents:
         if folder.name == "results":
             return folder.parent
-    return Path.cwd()
+    return None
+
+
+def _project_of(path: Path) -> Path:
+    """The project of a stored file (:func:`results_project`), else the working folder."""
+    return results_project(path) or Path.cwd()
 
 
 def read_record(path: str | os.PathLike[str]) -> tuple[str, str] | None:

@@ -17,20 +17,13 @@ from pflrepro.store.io import (
     WrongFileError,
     read_record,
     record_label,
+    results_project,
     sha256_file,
 )
 from pflrepro.store.targets import entry_problem
 
 #: What a damaged text output's message says to do.
 REBUILD = "rerun snakemake: the file is missing now, so Snakemake builds it again"
-
-
-def _in_results_tree(path: Path) -> Path | None:
-    """The project above ``path``'s ``results`` folder, or None outside one."""
-    for folder in Path(os.path.abspath(path)).parents:
-        if folder.name == "results":
-            return folder.parent
-    return None
 
 
 def read_recorded_text(path: str | os.PathLike[str]) -> str:
@@ -47,7 +40,7 @@ def read_recorded_text(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     if not os.path.lexists(path):
         raise FileNotFoundError(2, "not found", str(path))
-    project = _in_results_tree(path)
+    project = results_project(path)
     problem = entry_problem(path, project or Path.cwd())
     if problem is None:
         try:
