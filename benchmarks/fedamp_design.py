@@ -79,7 +79,62 @@ DESIGNS: dict[str, tuple[str, dict, dict]] = {
     "fashion_g10": ("fashion_mnist", {"groups": 10}, {}),
     "fashion_g2": ("fashion_mnist", {"groups": 2}, {}),
     "fashion_g10_h16": ("fashion_mnist", {"groups": 10}, {"model_options": {"hidden": [16]}}),
+    # 2 groups of 5 disjoint dominant classes each: the groups' tasks differ most.
+    "fashion_g2_d95": ("fashion_mnist", {"groups": 2, "dominant_share": 0.95}, {}),
+    "fashion_g2_d100": ("fashion_mnist", {"groups": 2, "dominant_share": 1.0}, {}),
+    "fashion_g2_d95_h16": ("fashion_mnist", {"groups": 2, "dominant_share": 0.95},
+                           {"model_options": {"hidden": [16]}}),
+    "fashion_g2_d100_h16": ("fashion_mnist", {"groups": 2, "dominant_share": 1.0},
+                            {"model_options": {"hidden": [16]}}),
+    "fashion_g2_d95_h4": ("fashion_mnist", {"groups": 2, "dominant_share": 0.95},
+                          {"model_options": {"hidden": [4]}}),
+    "fashion_g2_d100_h4": ("fashion_mnist", {"groups": 2, "dominant_share": 1.0},
+                           {"model_options": {"hidden": [4]}}),
+    "fashion_g2_d95_half": ("fashion_mnist", {"groups": 2, "dominant_share": 0.95,
+                                              "max_samples": 1500}, {}),
+    "fashion_g2_d100_half": ("fashion_mnist", {"groups": 2, "dominant_share": 1.0,
+                                               "max_samples": 1500}, {}),
+    "fashion_d100_h4": ("fashion_mnist", {"dominant_share": 1.0},
+                        {"model_options": {"hidden": [4]}}),
 }
+
+
+def design_from_name(name: str) -> tuple[str, dict, dict]:
+    """A design's (data set, partition, training) options read off its name's tokens.
+
+    ``fashion`` then ``_``-separated tokens over ``fashion_base``: ``base`` (none),
+    ``gN`` N groups, ``dNN`` dominant share NN/100, ``hN`` N hidden units, ``xN`` N × the
+    base's ``max_samples``, ``half`` ½ × it, ``sN`` N local steps a round. Every entry of
+    :data:`DESIGNS` equals the reading of its name (tests/unit/test_fedamp_design.py).
+    """
+    head, *tokens = name.split("_")
+    if head != "fashion":
+        raise ValueError(f"design {name!r}: unknown data set {head!r}")
+    popts: dict = {}
+    topts: dict = {}
+    for token in tokens:
+        key, num = token[:1], token[1:]
+        if token == "base":
+            continue
+        if token == "half":
+            popts["max_samples"] = BASE_PARTITION["max_samples"] // 2
+        elif key and key in "gdhxs" and num.isdigit():
+            n = int(num)
+            if key == "g":
+                popts["groups"] = n
+            elif key == "d":
+                popts["dominant_share"] = n / 100
+            elif key == "x":
+                popts["max_samples"] = BASE_PARTITION["max_samples"] * n
+            elif key == "h":
+                topts["model_options"] = {"hidden": [n]}
+            else:
+                topts["local_steps"] = n
+        else:
+            raise ValueError(f"design {name!r}: unknown token {token!r}")
+    return "fashion_mnist", popts, topts
+
+
 ORACLE_ARMS = ("identity", "block", "uniform")
 #: The oracle arm a patched FedAMP.attention returns (None: FedAMP's own ξ).
 _ARM: dict[str, str | None] = {"arm": None}

@@ -11,7 +11,11 @@ accuracies are averaged, nor what p_k (the chance a client is sampled) is. Two p
   clients holding one class, clients at exactly ``min_samples``, and the score of the
   majority-class rule (each client predicts its most frequent training label) under
   each evaluation reading: own test rows averaged unweighted / weighted by test size,
-  and the global test rows (every client's test rows together).
+  and the global test rows (every client's test rows together). With
+  ``--partition-readings`` also the majority rule on the CIFAR-10-shaped vector under
+  each partition reading of ``perfedckt_partitions.py`` (per-class / per-client
+  Dirichlet, top-up / redraw / drop of small clients, FedDF's reference split) at
+  α = 0.01 over 20, 50 and 100 clients, split seeds 0-2.
 * ``--train``: config.yaml's perfedckt_table1_cpu design (Fashion-MNIST, Dir 0.1, 50
   clients, C = 0.1, 20 rounds, split seeds 0-2, training seed 0) through
   ``pflrepro.pipeline.single.single_run`` (the ``pflrepro run`` path), methods
@@ -26,6 +30,8 @@ accuracies are averaged, nor what p_k (the chance a client is sampled) is. Two p
   drawn. Runs are cached under ``--work``; ``--threads 1``, one run at a time.
 
     python benchmarks/perfedckt_readings.py --work /tmp/perfedckt --partition --train
+    python benchmarks/perfedckt_readings.py --work /tmp/perfedckt --partition \
+        --partition-readings
     python benchmarks/perfedckt_readings.py --work /tmp/perfedckt --train \
         --readings base shuffled base_c15 shuffled_c15 --methods all
     python benchmarks/perfedckt_readings.py --work /tmp/perfedckt --train \
@@ -88,8 +94,9 @@ def majority_scores(frame: pd.DataFrame, labels: np.ndarray, min_samples: int) -
     """The majority rule's scores on one partition table, and its skew counts."""
     own, sizes, singles, at_min = [], [], 0, 0
     test_all = labels[frame.loc[frame.split == "test", "index"].to_numpy()]
-    glob = []
+    glob, held = [], []
     for _, rows in frame.groupby("client", sort=True):
+        held.append(len(rows))
         y_train = labels[rows.loc[rows.split == "train", "index"].to_numpy()]
         y_test = labels[rows.loc[rows.split == "test", "index"].to_numpy()]
         label = int(np.bincount(y_train, minlength=labels.max() + 1).argmax())
@@ -99,15 +106,21 @@ def majority_scores(frame: pd.DataFrame, labels: np.ndarray, min_samples: int) -
         singles += len(np.unique(labels[rows["index"].to_numpy()])) == 1
         at_min += len(rows) == min_samples
     own_a, sizes_a = np.array(own), np.array(sizes)
-    return {"one_class": singles, "at_min": at_min, "own_mean": 100 * own_a.mean(),
+    return {"one_class": singles, "at_min": at_min, "clients": len(held),
+            "size_min": min(held), "size_max": max(held), "own_mean": 100 * own_a.mean(),
             "own_weighted": 100 * float((own_a * sizes_a).sum() / sizes_a.sum()),
             "global": 100 * float(np.mean(glob))}
 
 
+def cifar_shaped() -> np.ndarray:
+    """The CIFAR-10-shaped label vector: 10 classes x 6000 in a seeded order."""
+    rng = np.random.default_rng(12345)  # the label order of the CIFAR-10-shaped vector
+    return rng.permutation(np.repeat(np.arange(10), 6000))
+
+
 def partition_part(work: Path) -> None:
     """Print the majority rule's scores on the paper-scale and CPU-scale partitions."""
-    rng = np.random.default_rng(12345)  # the label order of the CIFAR-10-shaped vector
-    cifar = rng.permutation(np.repeat(np.arange(10), 6000))
+    cifar = cifar_shaped()
     print("| partition | split | one-class clients | clients at min_samples | "
           "own, mean | own, weighted | global |")
     print("|---|---|---|---|---|---|---|")
@@ -122,6 +135,55 @@ def partition_part(work: Path) -> None:
             s = majority_scores(part.split(labels, 10, split), labels, spec["min_samples"])
             print(f"| {name} | {split} | {s['one_class']} | {s['at_min']} | "
                   f"{s['own_mean']:.1f} | {s['own_weighted']:.1f} | {s['global']:.1f} |")
+
+
+def reading_row(reading: str, clients: int, labels: np.ndarray) -> dict[str, str]:
+    """One row of the partition readings' table: each cell the splits' values, "/"-joined.
+
+    A split whose reading has no passing draw shows "-" in every other cell; "draws
+    passing" counts, per split, the draws of a redrawing reading that hold its minimum.
+    """
+    import perfedckt_partitions as pp
+
+    cells: dict[str, list[str]] = {k: [] for k in (
+        "clients", "one_class", "at_min", "range", "own_mean", "own_weighted", "global",
+        "passing")}
+    attempts = 1
+    for split in SPLITS:
+        built = pp.build(reading, labels, clients, PAPER_PARTITION["alpha"], split)
+        cells["passing"].append(str(built.passes))
+        attempts = built.attempts
+        if built.indices is None:
+            for key in cells:
+                if key != "passing":
+                    cells[key].append("-")
+            continue
+        s = majority_scores(pp.given(built).split(labels, 10, split), labels, pp.MIN_SAMPLES)
+        cells["clients"].append(str(s["clients"]))
+        cells["one_class"].append(str(s["one_class"]))
+        cells["at_min"].append(str(s["at_min"]))
+        cells["range"].append(f"{s['size_min']}..{s['size_max']}")
+        for key in ("own_mean", "own_weighted", "global"):
+            cells[key].append(f"{s[key]:.1f}")
+    row = {k: "/".join(v) for k, v in cells.items()}
+    row["passing"] = f"{row['passing']} of {attempts}" if attempts > 1 else "single draw"
+    return row
+
+
+def partition_readings_part() -> None:
+    """Print the majority rule under each partition reading (perfedckt_partitions.py)."""
+    import perfedckt_partitions as pp
+
+    cifar = cifar_shaped()
+    print("| reading | K | clients | one-class clients | clients at 5 samples | size range | "
+          "own, mean | own, weighted | global | draws passing |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for reading in pp.READINGS:
+        for clients in pp.CLIENT_COUNTS:
+            r = reading_row(reading, clients, cifar)
+            print(f"| {reading} | {clients} | {r['clients']} | {r['one_class']} | "
+                  f"{r['at_min']} | {r['range']} | {r['own_mean']} | {r['own_weighted']} | "
+                  f"{r['global']} | {r['passing']} |", flush=True)
 
 
 def _fashion_labels(work: Path) -> np.ndarray:
@@ -199,6 +261,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/perfedckt"))
     parser.add_argument("--partition", action="store_true")
+    parser.add_argument("--partition-readings", action="store_true",
+                        help="with --partition: also the partition readings' table "
+                             "(perfedckt_partitions.py)")
     parser.add_argument("--train", action="store_true")
     parser.add_argument("--readings", nargs="+", default=list(READINGS), choices=READINGS)
     parser.add_argument("--methods", nargs="+", default=CORE,
@@ -208,8 +273,13 @@ def main() -> None:
         args.methods = list(METHODS)
     if "het" in args.methods:
         args.methods = HET_METHODS
+    if args.partition_readings and not args.partition:
+        parser.error("--partition-readings extends --partition")
     if args.partition:
         partition_part(args.work)
+        if args.partition_readings:
+            print()
+            partition_readings_part()
     if args.train:
         train_part(args.work, args.readings, args.methods)
 

@@ -80,7 +80,7 @@ def test_row_keys_of_the_shipped_file() -> None:
     raw = raw_config()
     cfg = parse({**raw, "scale": "cpu"})
     design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
-    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1), (2, 2))  # paired
+    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1), (2, 2), (3, 3))  # paired
     assert parse_design(design_json(design)) == design
     frame = evaluate_claims(claims, None, "cpu", design=design)
     assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
@@ -195,7 +195,7 @@ def test_every_cpu_design_has_three_seed_pairs() -> None:
     # two most of them
     cfg = parse({**raw_config(), "scale": "cpu"})
     names = [n for n, e in cfg.experiments.items() if e.scale == "cpu"]
-    assert len(names) == 18 and all(n.startswith(("perfedckt_", "fedmix_", "federico_",
+    assert len(names) == 19 and all(n.startswith(("perfedckt_", "fedmix_", "federico_",
                                                   "fedamp_")) for n in names)
     for name in names:
         assert len(cfg.experiments[name].seed_pairs()) >= 3, name

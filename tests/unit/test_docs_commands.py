@@ -473,13 +473,26 @@ def test_the_count_pattern_finds_jobs_steps_and_runs() -> None:
 
 def test_the_readmes_runs_per_cell_are_the_cpu_scales() -> None:
     from pflrepro.config import parse
+    from pflrepro.reporting.claims.parse import load_claims
 
-    (runs,) = re.findall(r"mean of (\d+) runs per cell", (REPO / "README.md").read_text())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    (runs,) = re.findall(r"mean of (\d+) runs per cell", readme)
+    (cap,) = re.findall(r"up to its cap of (\d+) seed pairs", readme)
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg = parse(raw)
     cpu = {name for name, spec in raw["experiments"].items() if spec.get("scale") == "cpu"}
     assert cpu
-    assert {len(cfg.experiments[name].seed_pairs()) for name in cpu} == {int(runs)}
+    pairs = {name: len(cfg.experiments[name].seed_pairs()) for name in cpu}
+    # more pairs only where a headline claim is checked, and at most the claims' cap
+    claims = load_claims(REPO / "config/claims.yaml")
+    headline = {e for c in claims if c.pair_cap is not None for e in c.experiments["cpu"]}
+    more = {name for name, n in pairs.items() if n != int(runs)}
+    assert more <= headline and {c.pair_cap for c in claims} == {None, int(cap)}
+    assert all(int(runs) < pairs[name] <= int(cap) for name in more)
+    # the README names their counts: FedeRiCo's two tables, FedAMP's and FedMix's
+    named = readme.split("`power` in `config/claims.yaml`;")[1].split(")")[0]
+    counts = re.findall(r"(?<!Table )\b\d\b", named)
+    assert sorted(pairs[n] for n in more) == sorted(int(k) for k in counts)
 
 
 def test_the_example_configs_runs_are_the_pages() -> None:

@@ -49,3 +49,18 @@ def test_xi_stats_and_reading_params() -> None:
     assert mass == pytest.approx(0.3 / 0.5)
     assert D.reading_params("1e-6/0.25/capped/2") == {
         "sigma": 1e-6, "alpha": 2.5e-7, "lam": 5e-7, "step": "capped"}
+
+
+def test_design_names_mean_their_options() -> None:
+    assert D.design_from_name("fashion_g2_d100_h16") == (
+        "fashion_mnist", {"groups": 2, "dominant_share": 1.0}, {"model_options": {"hidden": [16]}})
+    assert D.design_from_name("fashion_g2_d95_half") == (
+        "fashion_mnist", {"groups": 2, "dominant_share": 0.95, "max_samples": 1500}, {})
+    assert D.design_from_name("fashion_d95_x4") == (
+        "fashion_mnist", {"dominant_share": 0.95, "max_samples": 12000}, {})
+    assert D.design_from_name("fashion_base") == ("fashion_mnist", {}, {})
+    for name, spec in D.DESIGNS.items():
+        assert D.design_from_name(name) == spec, name
+    for bad in ("fashion_q3", "fashion_dx", "fashion__base", "cifar_base"):
+        with pytest.raises(ValueError):
+            D.design_from_name(bad)

@@ -51,7 +51,8 @@ def test_table1_at_cpu_scale(cpu_scale: Path) -> None:
     assert set(table["experiment"]) == {"federico_table1_cpu_fashion",
                                         "federico_table1_cpu_digits"}
     assert len(table) == len(methods) * 4  # 2 data sets x 2 partitions
-    assert (table["n"] == seed_pairs(*table["experiment"].unique())).all()
+    for experiment, rows in table.groupby("experiment"):
+        assert (rows["n"] == seed_pairs(str(experiment))).all(), experiment
     assert table["mean"].between(0, 100).all()
     md = (cpu_scale / "results/tables/federico_table1_cpu.md").read_text()
     assert "Fashion-MNIST" in md and "4 distributions" in md
@@ -117,7 +118,8 @@ def test_claims_table_at_cpu_scale(cpu_scale: Path) -> None:
     keys = row_keys(load_claims(REPO / "config/claims.yaml"), "cpu")
     assert list(zip(table["id"], table["experiment"], strict=True)) == keys
     assert set(table["verdict"]) <= set(VERDICTS)
-    assert list(table.columns[-5:]) == ["n", "ci_low", "ci_high", "level", "basis"]
+    assert list(table.columns[-7:]) == ["n", "ci_low", "ci_high", "level", "basis",
+                                        "pairs_needed", "power"]
     assert set(table["basis"]) <= {"independent", "by design", "selection"}
     # every claim on an experiment that ran completely has data behind it: not missing
     # or incomplete, and n is the experiment's seed pairs; a self_weight claim counts only
@@ -218,6 +220,18 @@ def _readme_headlines() -> dict[str, tuple[str, str]]:
             rows[cells[0]] = (cells[1], cells[2])
     assert set(rows) == set(HEADLINE_TABLES), rows
     return rows
+
+
+def test_no_headline_claim_is_underpowered(cpu_scale: Path) -> None:
+    # every headline row has the seed pairs the power rule of config/claims.yaml asks
+    # for within its cap: decided, or decided only above the cap, or by no number of pairs
+    from pflrepro.reporting.claims.power import UNDERPOWERED
+
+    claims = pd.read_csv(cpu_scale / "results/tables/claims_cpu.csv", keep_default_na=False)
+    heads = claims[claims["power"] != ""]
+    assert set(heads["paper"]) == {"FedeRiCo", "FedAMP", "PerFed-CKT", "FedMix"}
+    low = heads[heads["power"].str.startswith(UNDERPOWERED)]
+    assert low.empty, low[["id", "experiment", "n", "power"]].to_string()
 
 
 def test_the_readme_headlines_are_the_built_tables(cpu_scale: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pflrepro.config import SCALES
 from pflrepro.reporting.claims.design import Design, design_json, design_of, parse_design
+from pflrepro.reporting.claims.power import Power, parse_power
 
 __all__ = ["ACCURACY_METRICS", "BASES", "CHECK_TYPES", "COLUMNS", "OPS", "PAPERS", "UNITS",
            "VERDICTS", "Check", "Claim", "ClaimsError", "Design", "claim_experiments",
@@ -61,11 +62,12 @@ POOLS = ("each", "mean")
 DIRECTIONS = ("decreasing", "increasing")
 #: Columns of :func:`evaluate_claims`' frame (and of the CSV).
 COLUMNS = ("id", "paper", "where", "claim", "experiment", "predicate", "numbers", "verdict",
-           "margin", "unit", "n", "ci_low", "ci_high", "level", "basis")
+           "margin", "unit", "n", "ci_low", "ci_high", "level", "basis", "pairs_needed",
+           "power")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CLAIM_REQUIRED = ("id", "paper", "where", "claim", "experiments", "check")
-_CLAIM_OPTIONAL = ("scope", "planned", "by_design", "selected_by")
+_CLAIM_OPTIONAL = ("scope", "planned", "by_design", "selected_by", "headline")
 #: Per check type: (required fields, optional fields), ``type`` aside.
 _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "compare": (("metric", "a", "b", "op"),
@@ -235,6 +237,9 @@ class Claim:
     by_design: str | None = None
     #: The choice made with this claim's statement (basis ``selection``).
     selected_by: str | None = None
+    #: A headline claim: the cap on its experiments' seed pairs (the file's ``power``,
+    #: :mod:`.power`); ``None`` for the other claims.
+    pair_cap: int | None = None
 
     @property
     def basis(self) -> str:
@@ -258,12 +263,14 @@ def load_claims(path: str | os.PathLike[str]) -> list[Claim]:
 
 
 def parse_claims(raw: Any, where: str = "claims") -> list[Claim]:
-    """Check a loaded claims document (``{"claims": [...], "ties": {...}}``); its claims."""
-    if not isinstance(raw, Mapping) or set(raw) != {"claims", "ties"}:
+    """Check a loaded claims document (``claims``, ``ties``, optional ``power``)."""
+    if not isinstance(raw, Mapping) or not {"claims", "ties"} <= set(raw) <= {
+            "claims", "ties", "power"}:
         keys = sorted(raw) if isinstance(raw, Mapping) else type(raw).__name__
-        raise ClaimsError(f"{where}: expected a mapping with the keys 'claims' and 'ties', "
-                          f"got {keys}")
+        raise ClaimsError(f"{where}: expected a mapping with the keys 'claims' and 'ties' "
+                          f"(and optionally 'power'), got {keys}")
     ties = _ties(raw["ties"], f"{where}: ties")
+    power = parse_power(raw["power"], f"{where}: power", ClaimsError) if "power" in raw else None
     items = raw["claims"]
     if not isinstance(items, list) or not items:
         raise ClaimsError(f"{where}: 'claims' must be a non-empty list")
@@ -273,7 +280,7 @@ def parse_claims(raw: Any, where: str = "claims") -> list[Claim]:
         label = f"{where}: claims[{k}]"
         if isinstance(item, Mapping) and isinstance(item.get("id"), str):
             label += f" (id {item['id']!r})"
-        claim = _claim(item, label, ties)
+        claim = _claim(item, label, ties, power)
         if claim.id in seen:
             raise ClaimsError(f"{label}: id {claim.id!r} is used twice")
         seen.add(claim.id)
@@ -425,7 +432,8 @@ def _check(item: Any, where: str) -> Check:
     return check
 
 
-def _claim(item: Any, where: str, ties: Mapping[str, float | None]) -> Claim:
+def _claim(item: Any, where: str, ties: Mapping[str, float | None],
+           power: Power | None = None) -> Claim:
     _keys(item, _CLAIM_REQUIRED, _CLAIM_OPTIONAL, where)
     cid = _text(item["id"], f"{where}.id")
     if not _ID.match(cid):
@@ -456,12 +464,17 @@ def _claim(item: Any, where: str, ties: Mapping[str, float | None]) -> Claim:
              if k in item}
     if len(basis) == 2:
         raise ClaimsError(f"{where}: both by_design and selected_by; a row rests on one")
+    headline = _bool(item.get("headline", False), f"{where}.headline")
+    if headline and power is None:
+        raise ClaimsError(f"{where}.headline: a headline claim needs the file's 'power' "
+                          "block (the cap on its experiments' seed pairs)")
     return Claim(id=cid, paper=_choice(item["paper"], PAPERS, f"{where}.paper"),
                  where=_text(item["where"], f"{where}.where"),
                  claim=_text(item["claim"], f"{where}.claim"),
                  experiments=experiments, check=check, scope=scope,
                  planned=_bool(item.get("planned", False), f"{where}.planned"),
-                 tie=ties[check.unit], **basis)
+                 tie=ties[check.unit], pair_cap=power.cap if headline else None,
+                 **basis)
 
 
 def claim_experiments(claims: Iterable[Claim], scale: str) -> list[str]:

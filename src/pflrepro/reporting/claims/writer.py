@@ -4,8 +4,9 @@ The frame is :func:`pflrepro.reporting.claims.checks.evaluate_claims`' (one row 
 claim and experiment, :data:`~pflrepro.reporting.claims.parse.COLUMNS`). The Markdown
 opens with a summary (:func:`summary_lines`): per paper, the independent rows by
 verdict and the rows counted apart (``by design``, ``selection``), every failing
-independent row with its margin and interval, and the rows counted apart with theirs;
-then every row.
+independent row with its margin and interval, the rows counted apart with theirs, and
+the headline rows with their seed pairs against the rule of
+:mod:`pflrepro.reporting.claims.power`; then every row.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pflrepro.reporting.claims.checks import LEVEL, RESAMPLES
 from pflrepro.reporting.claims.parse import BASES, COLUMNS, PAPERS, VERDICTS
+from pflrepro.reporting.claims.power import UNDERPOWERED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,7 +81,29 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     if not counted_apart.empty:
         lines += [f"Rows counted apart ({len(counted_apart)}): by design or a selection, "
                   "with their verdicts:", "", *_rows_table(counted_apart, True)]
-    return lines
+    return lines + _headline_lines(frame)
+
+
+def _headline_lines(frame: pd.DataFrame) -> list[str]:
+    """The headline rows' seed pairs against the rule of :mod:`pflrepro.reporting.claims.power`."""
+    rows = frame[frame["power"].astype(str) != ""]
+    if rows.empty:
+        return []
+    decided = int(rows["verdict"].isin(["holds", "fails"]).sum())
+    lines = [f"Headline rows ({len(rows)}; the claims the README leads with): {decided} "
+             "decided. Seed pairs: an inconclusive row's interval shrinks as 1/sqrt(n), so "
+             "at the observed spread it clears the threshold once n' > n (half-width / "
+             "|margin|)^2; a headline experiment gets those pairs up to the cap (the "
+             "scale's time budget, config/claims.yaml `power`), and an inconclusive row "
+             f"with fewer pairs than the rule asks within the cap is '{UNDERPOWERED}'.", "",
+             "| id | paper | experiment | verdict | n | pairs the rule asks for | power |",
+             "|:--|:--|:--|:--|--:|--:|:--|"]
+    for row in rows.itertuples(index=False):
+        need = float(row.pairs_needed)
+        lines.append(f"| {_md(row.id)} | {_md(row.paper)} | {_md(row.experiment or '—')} "
+                     f"| {row.verdict} | {int(row.n)} | {'—' if need != need else int(need)} "
+                     f"| {_md(row.power)} |")
+    return [*lines, ""]
 
 
 def _rows_table(rows: pd.DataFrame, basis: bool) -> list[str]:

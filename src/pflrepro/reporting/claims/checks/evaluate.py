@@ -20,6 +20,7 @@ from pflrepro.reporting.claims.checks.records import (
 )
 from pflrepro.reporting.claims.checks.weights import distance_check, weight_check
 from pflrepro.reporting.claims.parse import COLUMNS, Check, Claim, Design, row_groups
+from pflrepro.reporting.claims.power import power_status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,7 +60,9 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
     (partition id -> display label) and ``experiment_labels`` name the columns in the
     numbers text. Returns a frame with :data:`COLUMNS`; ``margin``, ``ci_low`` and
     ``ci_high`` are NaN when not decided from data; ``basis`` is the claim's
-    (:data:`~pflrepro.reporting.claims.parse.BASES`). Raises ``ValueError`` for an
+    (:data:`~pflrepro.reporting.claims.parse.BASES`); a headline claim's rows get
+    ``pairs_needed`` and ``power`` (:func:`~pflrepro.reporting.claims.power.power_status`),
+    the others NaN and an empty text. Raises ``ValueError`` for an
     unknown scale or inconsistent results (as the tables do: e.g. runs of different
     settings in one cell).
     """
@@ -94,8 +97,16 @@ def evaluate_claims(claims: Sequence[Claim], agg: pd.DataFrame | None, scale: st
             elif claim.selected_by:
                 numbers = f"selection: {claim.selected_by}; {numbers}"
             rows.append({**base, **_verdict_cells(verdict), "numbers": numbers,
-                         "basis": claim.basis})
+                         "basis": claim.basis, **_power_cells(verdict, claim.pair_cap)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _power_cells(v: Verdict, cap: int | None) -> dict[str, Any]:
+    """A headline row's seed pairs against the rule (``power_status``); blank otherwise."""
+    if cap is None:
+        return {"pairs_needed": float("nan"), "power": ""}
+    need, text = power_status(v.verdict, v.margin, v.ci_low, v.ci_high, v.n, cap)
+    return {"pairs_needed": float("nan") if need is None else float(need), "power": text}
 
 
 def _verdict_cells(v: Verdict) -> dict[str, Any]:

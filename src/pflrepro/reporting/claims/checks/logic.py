@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pflrepro.reporting.claims.checks.data import Data, Runs
 from pflrepro.reporting.claims.parse import Check
+from pflrepro.reporting.claims.power import pairs_to_decide
 
 if TYPE_CHECKING:
     import numpy as np
@@ -198,16 +199,12 @@ def decide(groups: Sequence[Sequence[Term]], quantifier: str, strict: bool,
 def pairs_needed(margin: float, low: float, high: float, n: int) -> str:
     """How many seed pairs would decide an inconclusive row, at the spread observed.
 
-    The rule: the interval's half-width shrinks as 1/sqrt(n), so it clears the threshold
-    once n' > n (half-width / |margin|)^2 (the margin and spread staying as measured).
-    A margin of 0 is decided by no number of pairs.
+    The rule is :func:`~pflrepro.reporting.claims.power.pairs_to_decide`'s; a margin of
+    0 is decided by no number of pairs.
     """
-    import math
-
-    half = (high - low) / 2
-    if margin == 0 or not math.isfinite(half):
+    need = pairs_to_decide(margin, low, high, n)
+    if need is None:
         return "at a margin of 0 no number of seed pairs decides it"
-    need = max(n + 1, math.floor(n * (half / abs(margin)) ** 2) + 1)
     return f"at the observed spread about {need} seed pairs would decide it (n = {n})"
 
 
