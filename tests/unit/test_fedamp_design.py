@@ -64,3 +64,32 @@ def test_design_names_mean_their_options() -> None:
     for bad in ("fashion_q3", "fashion_dx", "fashion__base", "cifar_base"):
         with pytest.raises(ValueError):
             D.design_from_name(bad)
+
+
+def test_the_xi_claims_are_checked_on_the_design_the_oracle_chooses() -> None:
+    # config.yaml's fedamp_grouped_fashion_cpu is the oracle's design fashion_g2_d100 (2
+    # groups of disjoint classes, the practical design's model and data), and the
+    # oracle's table in docs/methods/fedamp.md gives it at least the stated 1 point
+    import re
+
+    import yaml
+
+    from pflrepro.config import parse
+    from pflrepro.reporting.claims.parse import load_claims
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    exp = parse({**raw, "scale": "cpu"}).experiments["fedamp_grouped_fashion_cpu"]
+    dataset, popts, topts = D.design_from_name("fashion_g2_d100")
+    (part,) = raw["experiments"]["fedamp_grouped_fashion_cpu"]["partitions"]
+    assert exp.dataset == dataset and part["scheme"] == "practical"
+    assert {k: v for k, v in part.items() if k not in ("scheme", "label")} == {
+        **D.BASE_PARTITION, **popts}
+    training = {**D.BASE_TRAINING, **topts}
+    assert exp.training.model_options == training["model_options"]
+    assert (exp.training.rounds, exp.training.lr) == (training["rounds"], training["lr"])
+    doc = (REPO / "docs/methods/fedamp.md").read_text()
+    (margin,) = re.findall(r"^\| fashion_g2_d100 \|.*\| ([+-]\d+\.\d+) \|$", doc, re.M)
+    assert float(margin) >= 1.0
+    claims = {c.id: c for c in load_claims(REPO / "config/claims.yaml")}
+    for cid in ("fedamp-xi-within-groups", "heurfedamp-xi-within-groups"):
+        assert "fedamp_grouped_fashion_cpu" in claims[cid].experiments["cpu"]

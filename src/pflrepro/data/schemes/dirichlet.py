@@ -1,8 +1,11 @@
 """Dirichlet label-skew partition with a bounded repair of too-small clients.
 
-Hsu, Qi and Brown (2019) draw, for each class, the clients' shares of that class from
-a symmetric Dirichlet; PerFed-CKT uses this with ``alpha = 0.01`` on CIFAR-10. Small
-``alpha`` makes both the label mix and the size of each client very unequal.
+For each class, the clients' shares of that class come from a symmetric Dirichlet over
+the K clients (Yurochkin et al. 2019, PFNM; Wang et al. 2020, FedMA; the text's
+"Dir_K(alpha)"); PerFed-CKT uses this with ``alpha = 0.01`` on CIFAR-10. Small
+``alpha`` makes both the label mix and the size of each client very unequal. (Hsu, Qi
+and Brown 2019 draw per client over classes, with equal client sizes; the readings are
+measured in docs/methods/perfedckt.md#partition-readings.)
 
 Libraries (NIID-Bench, PFLlib, FL-bench, Flower) redraw the whole partition until
 the smallest client reaches a threshold. At ``alpha = 0.01`` with more clients than
