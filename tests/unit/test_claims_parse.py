@@ -80,7 +80,7 @@ def test_row_keys_of_the_shipped_file() -> None:
     raw = raw_config()
     cfg = parse({**raw, "scale": "cpu"})
     design = design_of(cfg, [e for c in claims for e in c.experiments["cpu"]])
-    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1), (2, 2), (3, 3))  # paired
+    assert design["federico_table1_cpu_digits"].seeds == ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4))
     assert parse_design(design_json(design)) == design
     frame = evaluate_claims(claims, None, "cpu", design=design)
     assert list(zip(frame["id"], frame["experiment"], strict=True)) == keys
