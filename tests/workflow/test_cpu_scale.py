@@ -203,7 +203,7 @@ def test_fedmix_table_at_cpu_scale(cpu_scale: Path) -> None:
 HEADLINE_TABLES = {
     "FedeRiCo": ["federico_table1_cpu"],
     "FedAMP": ["fedamp_table_iid_cpu", "fedamp_table_pathological_cpu",
-               "fedamp_table_practical_cpu"],
+               "fedamp_table_practical_cpu", "fedamp_table_grouped_cpu"],
     "PerFed-CKT": ["perfedckt_table1_cpu_both", "perfedckt_table2_cpu_both"],
     "FedMix": ["fedmix_table_cpu"],
 }
