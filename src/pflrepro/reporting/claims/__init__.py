@@ -163,6 +163,13 @@ the column's test rows (its clients' ``n_test`` summed, the fewest over its runs
 coarsest over the columns a row reads, so a difference of the means smaller than one
 test row is a tie.
 
+*Headline claims.* A claim marked ``headline: true`` backs a number the README leads
+with; the file's ``power`` block (``cap``, ``reason``) caps its experiments' seed pairs.
+Its rows get ``pairs_needed`` and ``power`` (:mod:`.power`): the seed pairs at which its
+interval would clear the threshold at the spread observed, and whether its experiments
+have them ("underpowered" when they have fewer and the rule asks for no more than the
+cap); the Markdown lists the headline rows after the summary.
+
 *Basis.* A row's ``basis`` (:data:`.parse.BASES`) says what its verdict rests on:
 ``independent``; ``by design``, when the protocol fixes the outcome whatever the runs
 learn (the claim's ``by_design`` gives the arithmetic, which opens the row's numbers);
